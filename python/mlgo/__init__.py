@@ -1,0 +1,1 @@
+"""mlgo: train machine-learned optimization policies for stock LLVM."""

@@ -1,0 +1,1 @@
+"""Small shared helpers: command-line paths, progress display, toolchain discovery."""

@@ -1,0 +1,33 @@
+"""Helpers for command-line entry points run through `bazel run`."""
+import os
+import pathlib
+
+
+def user_path(path: str | os.PathLike) -> pathlib.Path:
+  """Resolves a path the user typed relative to where they ran `bazel run`.
+
+  `bazel run` starts the program inside its runfiles tree; Bazel passes the user's
+  directory in BUILD_WORKING_DIRECTORY, so relative paths must be anchored there.
+  """
+  p = pathlib.Path(os.path.expanduser(str(path)))
+  if p.is_absolute():
+    return p
+  base = os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
+  return pathlib.Path(base) / p
+
+
+def mlgo_home() -> pathlib.Path:
+  """Cache directory for corpora, venvs and prepared artifacts (MLGO_HOME)."""
+  return pathlib.Path(os.environ.get("MLGO_HOME") or pathlib.Path.home() / ".cache" / "mlgo")
+
+
+def repo_root() -> pathlib.Path | None:
+  """The source checkout, when known (bazel run sets BUILD_WORKSPACE_DIRECTORY)."""
+  ws = os.environ.get("BUILD_WORKSPACE_DIRECTORY")
+  if ws:
+    return pathlib.Path(ws)
+  here = pathlib.Path(__file__).resolve()
+  for parent in here.parents:
+    if (parent / "WORKSPACE").exists():
+      return parent
+  return None
