@@ -1,0 +1,24 @@
+"""Corpora of pre-optimization bitcode in LLVM mlgo-utils format (see format.py).
+
+    corpus = mlgo.corpus.load_corpus(path)          # ours or mlgo-utils', as it is
+    argv = corpus.modules[0].compile_argv(clang, "out.o", extra_flags)
+    path = mlgo.corpus.default_corpus(22)           # built once into mlgo_home()
+"""
+from mlgo.corpus.format import (Corpus, CorpusError, CorpusModule, CorpusProblem,
+                                CorpusWriter, clean_cc1_flags, load_corpus, read_cmd,
+                                split_for, write_corpus, HELDOUT_FRACTION)
+
+
+def default_corpus(llvm_version: int | None = None, opt: str = "Oz", **kwargs):
+  """Path of the default corpus for LLVM `llvm_version` at -`opt`, building it once.
+
+  Built into mlgo_home()/corpora/default-llvm<V>-<opt> from Debian source packages
+  (a few minutes on 2 cores); later calls return the cached directory.
+  """
+  from mlgo.corpus import build  # heavy: only when needed
+  return build.default_corpus(llvm_version, opt=opt, **kwargs)
+
+
+__all__ = ["Corpus", "CorpusError", "CorpusModule", "CorpusProblem", "CorpusWriter",
+           "clean_cc1_flags", "load_corpus", "read_cmd", "split_for", "write_corpus",
+           "default_corpus", "HELDOUT_FRACTION"]
