@@ -75,6 +75,9 @@ def _impl(ctx):
         # Only the four runtime files an XLA AOT-compiled model needs (see DESIGN.md);
         # compiling the whole directory takes minutes for nothing.
         ctx.symlink(info["tf_aot"], "xla_aot")
+        # The runtime sources include headers that live in the pip package's include/
+        # dir (tf2xla, xla, tsl, absl, Eigen, ml_dtypes): expose just those subtrees.
+        ctx.symlink(info["tf_include"], "tf_include")
         build += [
             "cc_library(",
             '    name = "xla_aot_runtime",',
@@ -84,8 +87,20 @@ def _impl(ctx):
             '        "xla_aot/xla/executable_run_options.cc",',
             '        "xla_aot/xla/service/custom_call_status.cc",',
             "    ],",
-            '    hdrs = glob(["xla_aot/**/*.h"]),',
-            '    includes = ["xla_aot"],',
+            '    hdrs = glob(["xla_aot/**/*.h"]) + glob([',
+            '        "tf_include/Eigen/**",',
+            '        "tf_include/unsupported/Eigen/**",',
+            '        "tf_include/absl/**",',
+            '        "tf_include/ml_dtypes/**",',
+            '        "tf_include/tsl/platform/**",',
+            '        "tf_include/xla/*.h",',
+            '        "tf_include/xla/runtime/**",',
+            '        "tf_include/xla/service/*.h",',
+            '        "tf_include/xla/service/cpu/*.h",',
+            '        "tf_include/tensorflow/compiler/tf2xla/*.h",',
+            '        "tf_include/tensorflow/core/platform/*.h",',
+            '    ]),',
+            '    includes = ["xla_aot", "tf_include"],',
             '    copts = ["-w"],',
             ")",
         ]
