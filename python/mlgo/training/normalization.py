@@ -1,0 +1,132 @@
+"""Feature normalization computed from a trace: quantile buckets per feature.
+
+Each scalar element x of a feature becomes three floats:
+  q = (#boundaries <= x) / #boundaries      (its quantile rank, in [0, 1])
+  sqrt(q)                                    (spreads the low ranks)
+  (slog(x) - mean) / std,  slog = sign(x) log1p(|x|)   (magnitude, robust to outliers)
+The same arithmetic is done in numpy (collection) and in the TF graph (saved policy),
+so both give the same decisions. Boundaries are stored as float32-exact values so the
+float64 comparisons agree bit for bit on both sides.
+"""
+import dataclasses
+import json
+
+import numpy as np
+
+ENCODED_PER_SCALAR = 3
+MAX_BOUNDARIES = 256
+
+
+@dataclasses.dataclass
+class FeatureNorm:
+  name: str
+  boundaries: np.ndarray  # float64 holding float32-exact values, sorted, unique
+  mean: float
+  std: float
+
+  def to_json(self):
+    return {"name": self.name, "boundaries": [float(b) for b in self.boundaries],
+            "mean": self.mean, "std": self.std}
+
+  @staticmethod
+  def from_json(d):
+    return FeatureNorm(d["name"], np.asarray(d["boundaries"], np.float64),
+                       float(d["mean"]), float(d["std"]))
+
+
+def slog(x: np.ndarray) -> np.ndarray:
+  return np.sign(x) * np.log1p(np.abs(x))
+
+
+class QuantileCollector:
+  """Streams values of each feature and keeps a bounded uniform sample (reservoir)."""
+
+  def __init__(self, names, capacity: int = 200_000, seed: int = 0):
+    self.names = list(names)
+    self.capacity = capacity
+    self.rng = np.random.default_rng(seed)
+    self.samples = {n: [] for n in self.names}
+    self.seen = {n: 0 for n in self.names}
+
+  def add(self, name: str, values: np.ndarray):
+    v = np.asarray(values, np.float64).reshape(-1)
+    if v.size == 0:
+      return
+    self.seen[name] += v.size
+    cur = self.samples[name]
+    cur.append(v)
+    total = sum(a.size for a in cur)
+    if total > 2 * self.capacity:
+      allv = np.concatenate(cur)
+      self.samples[name] = [self.rng.choice(allv, self.capacity, replace=False)]
+
+  def finish(self, max_boundaries: int = MAX_BOUNDARIES) -> list[FeatureNorm]:
+    out = []
+    for n in self.names:
+      allv = np.concatenate(self.samples[n]) if self.samples[n] else np.zeros(1)
+      out.append(fit_feature(n, allv, max_boundaries))
+    return out
+
+
+def fit_feature(name: str, values: np.ndarray, max_boundaries: int = MAX_BOUNDARIES
+                ) -> FeatureNorm:
+  v = np.asarray(values, np.float64).reshape(-1)
+  qs = np.quantile(v, np.linspace(0, 1, max_boundaries + 1)[1:], method="lower")
+  b = np.unique(qs.astype(np.float32).astype(np.float64))
+  s = slog(v)
+  std = float(s.std())
+  return FeatureNorm(name, b, float(s.mean()), std if std > 1e-6 else 1.0)
+
+
+class Normalizer:
+  """Encodes raw features (dict name -> array [..., *shape]) into float32 vectors."""
+
+  def __init__(self, norms: list[FeatureNorm]):
+    self.norms = list(norms)
+    self.by_name = {n.name: n for n in self.norms}
+    # One padded boundary matrix so a single decision needs one vectorized compare.
+    kmax = max([len(n.boundaries) for n in self.norms] + [1])
+    self.bmat = np.full((len(self.norms), kmax), np.inf)
+    for i, n in enumerate(self.norms):
+      self.bmat[i, :len(n.boundaries)] = n.boundaries
+    self.nb = np.array([max(len(n.boundaries), 1) for n in self.norms], np.float64)
+    self.mean = np.array([n.mean for n in self.norms])
+    self.std = np.array([n.std for n in self.norms])
+
+  @property
+  def names(self):
+    return [n.name for n in self.norms]
+
+  def encode_scalar_rows(self, x: np.ndarray) -> np.ndarray:
+    """x: [N, F] float64 raw values (feature order of self.norms) -> [N, 3F] float32."""
+    x = np.asarray(x, np.float64)
+    n, f = x.shape
+    q = np.empty((n, f))
+    for i in range(f):
+      q[:, i] = np.searchsorted(self.norms[i].boundaries, x[:, i], side="right")
+    q /= self.nb
+    z = (slog(x) - self.mean) / self.std
+    return np.stack([q, np.sqrt(q), z], axis=-1).reshape(n, f * ENCODED_PER_SCALAR
+                                                          ).astype(np.float32)
+
+  def encode_one(self, x: np.ndarray) -> np.ndarray:
+    """x: [F] float64 -> [3F] float32, the per-decision fast path."""
+    q = (x[:, None] >= self.bmat).sum(axis=1) / self.nb
+    z = (slog(x) - self.mean) / self.std
+    return np.stack([q, np.sqrt(q), z], axis=-1).reshape(-1).astype(np.float32)
+
+  def to_json(self):
+    return [n.to_json() for n in self.norms]
+
+  @staticmethod
+  def from_json(d):
+    return Normalizer([FeatureNorm.from_json(x) for x in d])
+
+  def save(self, path):
+    with open(path, "w") as f:
+      json.dump(self.to_json(), f)
+
+  @staticmethod
+  def load(path):
+    with open(path) as f:
+      return Normalizer.from_json(json.load(f))

@@ -1,0 +1,285 @@
+"""Policy directories: numpy evaluator for collection + TF SavedModel for LLVM tooling.
+
+A policy dir holds:
+  policy.json   problem, raw input features (name/dtype/shape, as the compiler sends them),
+                normalization (per-feature quantile boundaries, log mean/std),
+                architecture (type, layer sizes, output name/dtype)
+  weights.npz   network weights (names given by the architecture)
+  saved_policy/ TF SavedModel, signature "action": inputs are the raw features, the
+                normalization is inside the graph, output named like LLVM expects
+                (`inlining_decision` int64 for the inliner).
+The numpy evaluator (`load_policy`) and the SavedModel compute the same function; a
+test checks that their decisions agree.
+
+Architectures are registered by name so problems can add their own (for example a
+masked per-column scorer for regalloc eviction): subclass `Architecture`, implement the
+numpy and TF forward passes, and `register_architecture`.
+"""
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+
+import numpy as np
+
+from mlgo.training.normalization import ENCODED_PER_SCALAR, FeatureNorm, Normalizer
+
+FORMAT_VERSION = 1
+_ARCHITECTURES = {}
+
+
+def register_architecture(cls):
+  _ARCHITECTURES[cls.TYPE] = cls
+  return cls
+
+
+def _relu(x):
+  return np.maximum(x, 0)
+
+
+class Architecture:
+  """Maps encoded observations (float32 [N, D]) to an action distribution."""
+  TYPE = ""
+
+  def __init__(self, config: dict, weights: dict):
+    self.config = config
+    self.w = weights
+
+  # numpy
+  def dist_params(self, enc: np.ndarray) -> dict:
+    raise NotImplementedError
+
+  def greedy(self, params: dict) -> np.ndarray:
+    raise NotImplementedError
+
+  def sample(self, params: dict, rng: np.random.Generator) -> np.ndarray:
+    raise NotImplementedError
+
+  def log_prob(self, params: dict, actions: np.ndarray) -> np.ndarray:
+    raise NotImplementedError
+
+  def entropy(self, params: dict) -> np.ndarray:
+    raise NotImplementedError
+
+  # tensorflow
+  def tf_greedy(self, tf, enc):
+    raise NotImplementedError
+
+
+def _mlp_np(w, n_hidden, x):
+  h = x
+  for i in range(n_hidden):
+    h = _relu(h @ w[f"hidden_{i}/kernel"] + w[f"hidden_{i}/bias"])
+  return h
+
+
+def _mlp_tf(tf, w, n_hidden, x):
+  h = x
+  for i in range(n_hidden):
+    h = tf.nn.relu(tf.matmul(h, tf.constant(w[f"hidden_{i}/kernel"]))
+                   + tf.constant(w[f"hidden_{i}/bias"]))
+  return h
+
+
+@register_architecture
+class MlpCategorical(Architecture):
+  """MLP with ReLU, softmax over `num_actions` (action = argmax or a sample)."""
+  TYPE = "mlp_categorical"
+
+  def _nh(self):
+    return len(self.config["hidden"])
+
+  def dist_params(self, enc):
+    h = _mlp_np(self.w, self._nh(), enc)
+    return {"logits": h @ self.w["out/kernel"] + self.w["out/bias"]}
+
+  def greedy(self, params):
+    return np.argmax(params["logits"], axis=-1).astype(np.int64)
+
+  def sample(self, params, rng):
+    lg = params["logits"].astype(np.float64)
+    p = np.exp(lg - lg.max(axis=-1, keepdims=True))
+    c = np.cumsum(p, axis=-1)
+    u = rng.random(lg.shape[:-1] + (1,)) * c[..., -1:]
+    return (u > c).sum(axis=-1).astype(np.int64)
+
+  @staticmethod
+  def _logp(params):
+    lg = params["logits"].astype(np.float64)
+    m = lg.max(axis=-1, keepdims=True)
+    return lg - m - np.log(np.exp(lg - m).sum(axis=-1, keepdims=True))
+
+  def log_prob(self, params, actions):
+    lp = self._logp(params)
+    return np.take_along_axis(lp, actions.astype(np.int64)[..., None], -1)[..., 0]
+
+  def entropy(self, params):
+    lp = self._logp(params)
+    return -(np.exp(lp) * lp).sum(axis=-1)
+
+  def tf_greedy(self, tf, enc):
+    h = _mlp_tf(tf, self.w, self._nh(), enc)
+    logits = tf.matmul(h, tf.constant(self.w["out/kernel"])) + tf.constant(self.w["out/bias"])
+    return tf.argmax(logits, axis=-1, output_type=tf.int64)
+
+
+@register_architecture
+class MlpNormal(Architecture):
+  """MLP with ReLU giving the mean of a Normal; std = softplus(std_param) (continuous)."""
+  TYPE = "mlp_normal"
+
+  def _nh(self):
+    return len(self.config["hidden"])
+
+  def dist_params(self, enc):
+    h = _mlp_np(self.w, self._nh(), enc)
+    loc = h @ self.w["out/kernel"] + self.w["out/bias"]
+    scale = np.broadcast_to(np.log1p(np.exp(self.w["std/bias"])), loc.shape)
+    return {"loc": loc, "scale": scale}
+
+  def greedy(self, params):
+    return params["loc"].astype(np.float32)
+
+  def sample(self, params, rng):
+    return (params["loc"] + params["scale"] * rng.standard_normal(params["loc"].shape)
+            ).astype(np.float32)
+
+  def log_prob(self, params, actions):
+    z = (actions - params["loc"]) / params["scale"]
+    return (-0.5 * z * z - np.log(params["scale"]) - 0.5 * np.log(2 * np.pi)).sum(-1)
+
+  def entropy(self, params):
+    return (0.5 + 0.5 * np.log(2 * np.pi) + np.log(params["scale"])).sum(-1)
+
+  def tf_greedy(self, tf, enc):
+    h = _mlp_tf(tf, self.w, self._nh(), enc)
+    return tf.matmul(h, tf.constant(self.w["out/kernel"])) + tf.constant(self.w["out/bias"])
+
+
+class Policy:
+  """Fast numpy policy: `act(observation)` for one decision (the collection hot path).
+
+  greedy=True takes the most likely action; otherwise samples with `rng`.
+  """
+
+  def __init__(self, spec: dict, weights: dict, greedy: bool = True, seed: int | None = None):
+    self.spec = spec
+    self.problem = spec["problem"]
+    self.features = spec["features"]           # [{"name","dtype","shape"}]
+    self.input_names = [f["name"] for f in self.features]
+    self.sizes = [int(np.prod(f["shape"])) for f in self.features]
+    norms = {d["name"]: FeatureNorm.from_json(d) for d in spec["normalization"]}
+    expanded = []
+    for f, n in zip(self.features, self.sizes):
+      expanded += [norms[f["name"]]] * n
+    self.normalizer = Normalizer(expanded)
+    self.arch = _ARCHITECTURES[spec["architecture"]["type"]](spec["architecture"],
+                                                             dict(weights))
+    self.greedy_mode = greedy
+    self.rng = np.random.default_rng(seed)
+    self._scalar_inputs = all(n == 1 for n in self.sizes)
+
+  def with_sampling(self, seed: int) -> "Policy":
+    return Policy(self.spec, self.arch.w, greedy=False, seed=seed)
+
+  def raw_vector(self, observation: dict) -> np.ndarray:
+    if self._scalar_inputs:
+      return np.array([observation[n].flat[0] for n in self.input_names], np.float64)
+    return np.concatenate([np.asarray(observation[n], np.float64).reshape(-1)
+                           for n in self.input_names])
+
+  def act(self, observation: dict):
+    enc = self.normalizer.encode_one(self.raw_vector(observation))[None, :]
+    params = self.arch.dist_params(enc)
+    a = self.arch.greedy(params) if self.greedy_mode else self.arch.sample(params, self.rng)
+    return a.reshape(-1)[0] if a.ndim <= 1 or a.shape[-1] == 1 else a[0]
+
+  def encode_batch(self, features: dict) -> np.ndarray:
+    """features: name -> [N, *shape] -> encoded float32 [N, D]."""
+    n = len(next(iter(features.values())))
+    x = np.concatenate([np.asarray(features[f], np.float64).reshape(n, -1)
+                        for f in self.input_names], axis=1)
+    return self.normalizer.encode_scalar_rows(x)
+
+  def dist_params_batch(self, features: dict) -> dict:
+    return self.arch.dist_params(self.encode_batch(features))
+
+  def decide_batch(self, features: dict) -> np.ndarray:
+    return self.arch.greedy(self.dist_params_batch(features))
+
+
+def write_policy_dir(out_dir, spec: dict, weights: dict, saved_model: bool = True):
+  """Writes policy.json + weights.npz (+ saved_policy/) atomically (temp dir + rename)."""
+  out_dir = pathlib.Path(out_dir)
+  out_dir.parent.mkdir(parents=True, exist_ok=True)
+  tmp = pathlib.Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp", dir=out_dir.parent))
+  spec = dict(spec, format_version=FORMAT_VERSION)
+  with open(tmp / "policy.json", "w") as f:
+    json.dump(spec, f, indent=1)
+  np.savez(tmp / "weights.npz", **{k: np.asarray(v, np.float32) for k, v in weights.items()})
+  if saved_model:
+    export_saved_model(Policy(spec, weights), tmp / "saved_policy")
+  if out_dir.exists():
+    old = out_dir.with_name(out_dir.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    os.rename(out_dir, old)
+    os.rename(tmp, out_dir)
+    shutil.rmtree(old, ignore_errors=True)
+  else:
+    os.rename(tmp, out_dir)
+  return out_dir
+
+
+def load_policy(policy_dir, greedy: bool = True, seed: int | None = None) -> Policy:
+  """Loads the numpy policy of a policy dir (policy.json + weights.npz)."""
+  d = pathlib.Path(policy_dir)
+  if not (d / "policy.json").exists():
+    raise FileNotFoundError(f"{d}: not a policy dir (no policy.json)")
+  with open(d / "policy.json") as f:
+    spec = json.load(f)
+  if spec.get("format_version") != FORMAT_VERSION:
+    raise ValueError(f"{d}/policy.json: unsupported format_version "
+                     f"{spec.get('format_version')!r} (expected {FORMAT_VERSION})")
+  with np.load(d / "weights.npz") as z:
+    weights = {k: z[k] for k in z.files}
+  return Policy(spec, weights, greedy=greedy, seed=seed)
+
+
+_TF_DTYPES = {"int64": "int64", "int32": "int32", "float32": "float32", "float64": "float64"}
+
+
+def export_saved_model(policy: Policy, path):
+  """TF SavedModel with signature "action": raw features in, decision out."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  spec = policy.spec
+  arch = spec["architecture"]
+  norm = policy.normalizer
+  bmat = norm.bmat.copy()
+  nb, mean, std = norm.nb.copy(), norm.mean.copy(), norm.std.copy()
+  feats = policy.features
+  inputs = [tf.TensorSpec(shape=[1] + list(f["shape"]) if f["shape"] != [1] else [1],
+                          dtype=getattr(tf, _TF_DTYPES[f["dtype"]]), name=f["name"])
+            for f in feats]
+  out_name = arch.get("output_name", "action")
+  out_dtype = arch.get("output_dtype", "int64")
+
+  class _Module(tf.Module):
+
+    @tf.function(input_signature=inputs)
+    def action(self, *args):
+      x = tf.concat([tf.reshape(tf.cast(a, tf.float64), [1, -1]) for a in args], axis=1)
+      q = tf.reduce_sum(tf.cast(x[:, :, None] >= tf.constant(bmat), tf.float64),
+                        axis=-1) / tf.constant(nb)
+      s = tf.sign(x) * tf.math.log1p(tf.abs(x))
+      z = (s - tf.constant(mean)) / tf.constant(std)
+      enc = tf.reshape(tf.stack([q, tf.sqrt(q), z], axis=-1), [1, -1])
+      out = policy.arch.tf_greedy(tf, tf.cast(enc, tf.float32))
+      out = tf.reshape(tf.cast(out, getattr(tf, out_dtype)), [1])
+      return {out_name: out}
+
+  m = _Module()
+  # Keyword names of the signature are the feature names (what LLVM's tools feed).
+  fn = m.action.get_concrete_function()
+  tf.saved_model.save(m, str(path), signatures={"action": fn, "serving_default": fn})
+  return path

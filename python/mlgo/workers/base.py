@@ -1,0 +1,54 @@
+"""The worker pool interface."""
+import abc
+import dataclasses
+import time
+from typing import Any, Callable, Iterable, Iterator
+
+
+@dataclasses.dataclass
+class TaskResult:
+  task_id: int
+  item: Any                 # the work item as submitted (the args tuple)
+  value: Any = None         # what the function returned
+  error: str | None = None  # traceback text if the function raised or the worker died
+  cancelled: bool = False   # not finished before the deadline
+  seconds: float = 0.0
+
+  @property
+  def ok(self) -> bool:
+    return self.error is None and not self.cancelled
+
+
+class WorkerPool(abc.ABC):
+  """Runs `fn(*args)` work items; `fn` and args must be picklable (top-level functions)."""
+
+  @abc.abstractmethod
+  def submit(self, fn: Callable, *args) -> int:
+    """Queues a work item, returns its task id."""
+
+  @abc.abstractmethod
+  def results(self, deadline: float | None = None) -> Iterator[TaskResult]:
+    """Yields results of all submitted items as they finish. At `deadline`
+    (time.monotonic() value) still running/queued items are cancelled and yielded with
+    cancelled=True, so the caller always gets one result per item."""
+
+  @property
+  @abc.abstractmethod
+  def num_workers(self) -> int:
+    ...
+
+  def close(self):
+    pass
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+  def map_unordered(self, fn: Callable, items: Iterable[tuple],
+                    timeout: float | None = None) -> Iterator[TaskResult]:
+    for args in items:
+      self.submit(fn, *args)
+    deadline = time.monotonic() + timeout if timeout else None
+    yield from self.results(deadline)
