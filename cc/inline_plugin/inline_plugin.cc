@@ -1,0 +1,268 @@
+// mlgo inline advisor plugin: an XLA AOT-compiled inlining policy inside stock clang/opt.
+//
+// Loaded with `clang -fpass-plugin=inline_advisor.so` or `opt -load-pass-plugin=...`, it
+// registers LLVM's PluginInlineAdvisorAnalysis with a factory that builds LLVM's own
+// MLInlineAdvisor around a model runner evaluating the compiled policy. MLInlineAdvisor
+// computes the features exactly as in interactive mode (same code, same order), so the
+// policy sees in-process what it saw during training through the channel. Normalization
+// is part of the compiled graph.
+//
+// The model's inputs are matched to the compiler's features by name, type and element
+// count. Any difference aborts with a message listing it, when the plugin is loaded and
+// again when the advisor is created (the compiler can add features, e.g. IR2Vec ones).
+//
+// MLGO_INLINE_LOG=PATH appends one JSON line per model decision (caller, callee, the
+// features the model saw, the decision) so tests can compare with the Python policy.
+
+#include "mlgo_model.h"
+
+#include "llvm/Analysis/InlineAdvisor.h"
+#include "llvm/Analysis/InlineModelFeatureMaps.h"
+#include "llvm/Analysis/MLInlineAdvisor.h"
+#include "llvm/Analysis/MLModelRunner.h"
+#include "llvm/Analysis/TensorSpec.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/IR/Function.h"
+#include "llvm/IR/InstrTypes.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+#if LLVM_VERSION_MAJOR >= 21
+#include "llvm/Plugins/PassPlugin.h"
+#else
+#include "llvm/Passes/PassPlugin.h"
+#endif
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace llvm;
+
+namespace {
+
+constexpr const char *kFeedPrefix = "feed_";
+
+std::string typeName(const TensorSpec &S) {
+  if (S.isElementType<int64_t>()) return "int64_t";
+  if (S.isElementType<int32_t>()) return "int32_t";
+  if (S.isElementType<float>()) return "float";
+  if (S.isElementType<double>()) return "double";
+  if (S.isElementType<int8_t>()) return "int8_t";
+  if (S.isElementType<uint8_t>()) return "uint8_t";
+  return "unknown";
+}
+
+bool isBookkeeping(const char *Name) {
+  for (const char *B : mlgo_model::kBookkeeping)
+    if (std::strcmp(B, Name) == 0) return true;
+  return false;
+}
+
+bool isDefaultDecision(const char *Name) {
+  return std::strcmp(Name, DefaultDecisionName) == 0;
+}
+
+// Empty when the model's inputs are exactly the compiler's features (plus inputs no
+// compiler sends that we can fill: tf-agents bookkeeping, the default decision).
+std::string compareFeatures(const std::vector<TensorSpec> &Compiler) {
+  std::string Err;
+  raw_string_ostream OS(Err);
+  for (const TensorSpec &S : Compiler) {
+    const mlgo_model::TensorInfo *Found = nullptr;
+    for (const auto &I : mlgo_model::kInputs)
+      if (S.name() == I.name) Found = &I;
+    if (!Found) {
+      OS << "\n  compiler feature '" << S.name() << "' is not an input of the model";
+      continue;
+    }
+    if (typeName(S) != Found->type ||
+        static_cast<int64_t>(S.getElementCount()) != Found->elements)
+      OS << "\n  feature '" << S.name() << "': compiler sends " << typeName(S) << " x"
+         << S.getElementCount() << ", model expects " << Found->type << " x"
+         << Found->elements;
+  }
+  for (const auto &I : mlgo_model::kInputs) {
+    if (isBookkeeping(I.name) || isDefaultDecision(I.name)) continue;
+    bool Sent = false;
+    for (const TensorSpec &S : Compiler) Sent |= S.name() == I.name;
+    if (!Sent)
+      OS << "\n  model input '" << I.name << "' is not a feature this compiler sends";
+  }
+  OS.flush();
+  return Err;
+}
+
+[[noreturn]] void featureMismatch(const std::string &Diff, const char *When) {
+  std::string Msg = std::string("mlgo inline advisor plugin: the model's feature list "
+                                "does not match what this compiler (LLVM ") +
+                    LLVM_VERSION_STRING + ") computes (" + When + "):" + Diff +
+                    "\nRebuild the plugin from a policy trained with this compiler's "
+                    "features.";
+  report_fatal_error(Twine(Msg), /*gen_crash_diag=*/false);
+}
+
+const std::vector<TensorSpec> &initialFeatures() {
+#if LLVM_VERSION_MAJOR >= 21
+  return MLInlineAdvisor::getInitialFeatureMap();
+#else
+  return FeatureMap;
+#endif
+}
+
+// The AOT model as LLVM's MLModelRunner. Feature buffers are the model's own argument
+// buffers (no copy); one extra slot at the end receives the default decision.
+class AOTModelRunner final : public MLModelRunner {
+public:
+  AOTModelRunner(LLVMContext &Ctx, const std::vector<TensorSpec> &Features)
+      : MLModelRunner(Ctx, MLModelRunner::Kind::Release, Features.size() + 1),
+        Model(std::make_unique<mlgo_model::Model>()), Features(Features) {
+    std::string Diff = compareFeatures(Features);
+    if (!Diff.empty()) featureMismatch(Diff, "creating the advisor");
+    for (int I = 0; I < Model->num_args(); ++I)
+      std::memset(Model->arg_data(I), 0, Model->arg_size(I));
+    for (size_t I = 0; I < Features.size(); ++I) {
+      int Arg = Model->LookupArgIndex(kFeedPrefix + Features[I].name());
+      if (Arg < 0)
+        report_fatal_error(Twine("mlgo inline advisor plugin: compiled model has no "
+                                 "argument for feature ") + Features[I].name());
+      setUpBufferForTensor(I, Features[I], Model->arg_data(Arg));
+    }
+    DefaultArg = Model->LookupArgIndex(std::string(kFeedPrefix) + DefaultDecisionName);
+    TensorSpec DefaultSpec = TensorSpec::createSpec<int64_t>(DefaultDecisionName, {1});
+    setUpBufferForTensor(Features.size(), DefaultSpec,
+                         DefaultArg >= 0 ? Model->arg_data(DefaultArg) : nullptr);
+    if (const char *Path = std::getenv("MLGO_INLINE_LOG")) {
+      std::error_code EC;
+      Log = std::make_unique<raw_fd_ostream>(Path, EC, sys::fs::OF_Append);
+      if (EC)
+        report_fatal_error(Twine("mlgo inline advisor plugin: cannot open MLGO_INLINE_LOG ") +
+                           Path + ": " + EC.message());
+    }
+  }
+
+  bool wantsDefaultDecision() const { return DefaultArg >= 0; }
+  int64_t *defaultDecisionSlot() { return getTensor<int64_t>(Features.size()); }
+  bool logging() const { return Log != nullptr; }
+  void setSite(StringRef Caller, StringRef Callee) {
+    SiteCaller = Caller.str();
+    SiteCallee = Callee.str();
+  }
+
+private:
+  void *evaluateUntyped() override {
+    if (!Model->Run())
+      report_fatal_error(Twine("mlgo inline advisor plugin: model evaluation failed: ") +
+                         Model->error_msg());
+    const void *Out = Model->result_data(0);
+    const std::string Type = mlgo_model::kOutput.type;
+    if (Type == "int64_t") Result = *static_cast<const int64_t *>(Out);
+    else if (Type == "int32_t") Result = *static_cast<const int32_t *>(Out);
+    else if (Type == "float") Result = *static_cast<const float *>(Out) > 0.5f;
+    else if (Type == "double") Result = *static_cast<const double *>(Out) > 0.5;
+    else Result = *static_cast<const uint8_t *>(Out);
+    if (Log) writeLog();
+    return &Result;
+  }
+
+  void writeLog() {
+    auto &OS = *Log;
+    OS << "{\"caller\": \"";
+    OS.write_escaped(SiteCaller) << "\", \"callee\": \"";
+    OS.write_escaped(SiteCallee) << "\", \"features\": {";
+    for (size_t I = 0; I < Features.size(); ++I) {
+      OS << (I ? ", " : "") << "\"" << Features[I].name() << "\": ";
+      if (Features[I].isElementType<int64_t>())
+        OS << *getTensor<int64_t>(I);
+      else if (Features[I].isElementType<float>())
+        OS << format("%.9g", *getTensor<float>(I));
+      else
+        OS << "null";
+    }
+    OS << "}, \"decision\": " << Result << "}\n";
+    OS.flush();
+  }
+
+  std::unique_ptr<mlgo_model::Model> Model;
+  std::vector<TensorSpec> Features;
+  int DefaultArg = -1;
+  int64_t Result = 0;
+  std::unique_ptr<raw_fd_ostream> Log;
+  std::string SiteCaller, SiteCallee;
+};
+
+// MLInlineAdvisor plus the two things interactive mode has and release mode lacks: the
+// default decision as a model input (if the model takes it) and the call site's names
+// for the decision log.
+class PluginAdvisor final : public MLInlineAdvisor {
+public:
+  template <typename... Args>
+  PluginAdvisor(std::shared_ptr<DefaultInlineAdvisor> Default, Args &&...A)
+      : MLInlineAdvisor(std::forward<Args>(A)...), Default(std::move(Default)) {}
+
+protected:
+  std::unique_ptr<MLInlineAdvice> getAdviceFromModel(CallBase &CB,
+                                                     OptimizationRemarkEmitter &ORE) override {
+    auto &R = static_cast<AOTModelRunner &>(*ModelRunner);
+    if (R.wantsDefaultDecision()) *R.defaultDecisionSlot() = GetDefaultAdvice(CB);
+    if (R.logging())
+      R.setSite(CB.getCaller()->getName(), CB.getCalledFunction()->getName());
+    return MLInlineAdvisor::getAdviceFromModel(CB, ORE);
+  }
+
+private:
+  std::shared_ptr<DefaultInlineAdvisor> Default;
+};
+
+// The analysis manager the advisor needs (the factory only receives the FAM). A compiler
+// process runs one pass pipeline at a time per PassBuilder; this is the latest one's.
+ModuleAnalysisManager *CurrentMAM = nullptr;
+
+InlineAdvisor *makeAdvisor(Module &M, FunctionAnalysisManager &FAM, InlineParams Params,
+                           InlineContext IC) {
+  if (!CurrentMAM)
+    report_fatal_error("mlgo inline advisor plugin: no module analysis manager registered");
+  auto Default = std::make_shared<DefaultInlineAdvisor>(M, FAM, Params, IC);
+  auto GetDefaultAdvice = [D = Default.get()](CallBase &CB) {
+    auto Advice = D->getAdvice(CB);
+    bool Recommended = Advice->isInliningRecommended();
+    Advice->recordUnattemptedInlining();
+    return Recommended;
+  };
+#if LLVM_VERSION_MAJOR >= 21
+  auto GetRunner = [&M](const std::vector<TensorSpec> &Features)
+      -> std::unique_ptr<MLModelRunner> {
+    return std::make_unique<AOTModelRunner>(M.getContext(), Features);
+  };
+  return new PluginAdvisor(Default, M, *CurrentMAM, GetRunner, GetDefaultAdvice);
+#else
+  auto Runner = std::make_unique<AOTModelRunner>(M.getContext(), FeatureMap);
+  return new PluginAdvisor(Default, M, *CurrentMAM, std::move(Runner), GetDefaultAdvice);
+#endif
+}
+
+void registerCallbacks(PassBuilder &PB) {
+  // Refuse a model built for other features right away, before any compilation.
+  std::string Diff = compareFeatures(initialFeatures());
+  if (!Diff.empty()) featureMismatch(Diff, "loading the plugin");
+  if (std::strcmp(mlgo_model::kOutput.name, DecisionName) != 0 &&
+      std::strcmp(mlgo_model::kProblem, "inlining") != 0)
+    report_fatal_error(Twine("mlgo inline advisor plugin: the model is not an inlining "
+                             "policy (problem '") + mlgo_model::kProblem + "')",
+                       false);
+  PB.registerAnalysisRegistrationCallback([](ModuleAnalysisManager &MAM) {
+    CurrentMAM = &MAM;
+    MAM.registerPass([] { return PluginInlineAdvisorAnalysis(makeAdvisor); });
+  });
+}
+
+}  // namespace
+
+extern "C" LLVM_ATTRIBUTE_WEAK __attribute__((visibility("default")))
+::llvm::PassPluginLibraryInfo llvmGetPassPluginInfo() {
+  return {LLVM_PLUGIN_API_VERSION, "mlgo-inline-advisor", "1", registerCallbacks};
+}
