@@ -1,0 +1,443 @@
+"""PPO training with the policy in the compiler loop (tf-agents PPOClipAgent).
+
+One iteration: sample modules of the training split, compile them in parallel with the
+current stochastic policy (numpy sampler built from the exported weights, never TF per
+decision), score each module (or function) against a per-key moving-average baseline,
+credit every decision of a trajectory with its key's reward, then run PPO epochs on the
+decisions. Every iteration writes a policy dir and an atomic checkpoint (networks,
+optimizer, baselines, iteration, RNG state), so killing the trainer loses at most the
+iteration in flight; running the same command again resumes.
+
+Problem-specific parts come from the problem's TrainingAdapter (features, networks,
+scores); this module is the same for inlining and the regalloc problems.
+"""
+import json
+import os
+import pathlib
+import shutil
+import sys
+import tempfile
+import time
+
+import gin
+import numpy as np
+
+from mlgo import corpus as corpus_lib
+from mlgo.training import adapters, bc, collect, dataset, normalization, policy_io
+from mlgo.util.progress import Progress
+from mlgo.workers import make_pool
+
+STATE_VERSION = 1
+
+
+def _atomic_write_json(path, obj):
+  path = pathlib.Path(path)
+  tmp = path.with_name(path.name + ".tmp")
+  with open(tmp, "w") as f:
+    json.dump(obj, f)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
+
+
+def _zero_value_network(observation_spec):
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from tf_agents.networks import network  # pylint: disable=import-outside-toplevel
+
+  class ZeroValueNetwork(network.Network):
+    """Predicts 0: advantages are the (normalized) rewards themselves."""
+
+    def __init__(self, input_tensor_spec):
+      super().__init__(input_tensor_spec, state_spec=(), name="ZeroValueNetwork")
+      self._rank = len(tf.nest.flatten(input_tensor_spec)[0].shape)
+
+    def call(self, observation, step_type=None, network_state=(), training=False):
+      x = tf.nest.flatten(observation)[0]
+      outer = tf.shape(x)[:tf.rank(x) - self._rank]
+      return tf.zeros(outer, tf.float32), network_state
+
+  return ZeroValueNetwork(observation_spec)
+
+
+@gin.configurable
+class PPOConfig:
+  """Hyperparameters (set in configs/*.gin or with --gin_bindings)."""
+
+  def __init__(self, modules_per_iteration: int = 32, num_iterations: int = 100,
+               num_epochs: int = 4, minibatch_rows: int = 64, sequence_length: int = 16,
+               learning_rate: float = 3e-4, entropy_regularization: float = 0.003,
+               importance_ratio_clipping: float = 0.2, use_value_network: bool = False,
+               value_pred_loss_coef: float = 0.5, gradient_clipping: float | None = 1.0,
+               baseline_momentum: float = 0.8, decision_weighting: str = "decision",
+               hidden=(64, 64), compile_timeout: float = 300.0,
+               iteration_timeout: float | None = 1800.0, jobs: int = 2, pool: str = "process",
+               trace_modules: int = 200, seed: int = 0, keep_policies: int = 1000000,
+               save_saved_model: bool = True):
+    self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
+
+  def to_json(self):
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+class Trainer:
+
+  def __init__(self, corpus_dir, output, problem_name: str = "inlining",
+               warmstart=None, trace=None, config: PPOConfig | None = None,
+               stream=sys.stderr):
+    self.cfg = config or PPOConfig()
+    self.stream = stream
+    self.output = pathlib.Path(output)
+    self.output.mkdir(parents=True, exist_ok=True)
+    self.corpus = corpus_lib.load_corpus(corpus_dir)
+    self.problem_name = problem_name
+    self.adapter = adapters.get_adapter(problem_name, hidden=self.cfg.hidden)
+    self.train_modules = self.corpus.split("train") or list(self.corpus.modules)
+    if not self.train_modules:
+      raise ValueError(f"{corpus_dir}: corpus has no modules")
+    self.ckpt_dir = self.output / "checkpoint"
+    self._recover_checkpoint_dir()
+    self.state = self._load_state()
+    if self.state is None:
+      self.state = self._fresh_state(warmstart, trace)
+    self.spec = self.state["spec"]
+    self._build_agent()
+    if (self.ckpt_dir / "tf").exists():
+      import tensorflow as tf  # pylint: disable=import-outside-toplevel
+      self.checkpoint.read(tf.train.latest_checkpoint(str(self.ckpt_dir / "tf"))
+                           ).assert_existing_objects_matched()
+      print(f"resumed from {self.ckpt_dir} at iteration {self.state['iteration']}",
+            file=stream)
+    elif self.state.get("initial_weights"):
+      self.adapter.set_actor_weights(self.actor, self._initial_weights())
+    self.rng = np.random.default_rng()
+    self.rng.bit_generator.state = self.state["rng"]
+
+  # --- state -------------------------------------------------------------------
+  def _recover_checkpoint_dir(self):
+    # A kill between the two renames of a checkpoint swap leaves only ".old".
+    old = self.ckpt_dir.with_name("checkpoint.old")
+    if not self.ckpt_dir.exists() and old.exists():
+      os.rename(old, self.ckpt_dir)
+
+  def _load_state(self):
+    p = self.ckpt_dir / "state.json"
+    if not p.exists():
+      return None
+    with open(p) as f:
+      st = json.load(f)
+    if st.get("version") != STATE_VERSION or st.get("problem") != self.problem_name:
+      raise ValueError(f"{p}: checkpoint is for problem {st.get('problem')!r} / version "
+                       f"{st.get('version')}; use another --output to start afresh")
+    return st
+
+  def _fresh_state(self, warmstart, trace):
+    default_scores = {}
+    if trace:
+      ds = dataset.Dataset(trace)
+      for name, info in ds.modules.items():
+        for k, v in (info.get("scores") or {}).items():
+          default_scores[k] = v
+    initial_weights = None
+    if warmstart:
+      pol = policy_io.load_policy(warmstart)
+      if pol.problem != self.problem_name:
+        raise ValueError(f"{warmstart}: policy is for {pol.problem}, not {self.problem_name}")
+      spec = pol.spec
+      initial_weights = str(pathlib.Path(warmstart).resolve() / "weights.npz")
+      spec["architecture"]["hidden"] = spec["architecture"].get("hidden", self.cfg.hidden)
+      self.adapter.hidden = list(spec["architecture"]["hidden"])
+    else:
+      if not trace:
+        trace = self.output / "trace"
+        print(f"no --warmstart and no --trace: tracing {self.cfg.trace_modules} modules "
+              f"with the default policy for normalization and baselines", file=self.stream)
+        from mlgo.training import trace as trace_lib  # pylint: disable=import-outside-toplevel
+        rate = min(1.0, self.cfg.trace_modules / max(1, len(self.train_modules)))
+        trace_lib.generate_default_trace(self.corpus.path, self.problem_name, trace,
+                                         sampling_rate=rate, jobs=self.cfg.jobs,
+                                         timeout=self.cfg.compile_timeout, seed=self.cfg.seed,
+                                         pool_kind=self.cfg.pool, stream=self.stream)
+        for name, info in dataset.Dataset(trace).modules.items():
+          for k, v in (info.get("scores") or {}).items():
+            default_scores[k] = v
+      ds = dataset.Dataset(trace)
+      features = self.adapter.policy_features(ds.features)
+      norms = bc.fit_normalization(ds, features, self.cfg.seed)
+      spec = bc.make_spec(self.problem_name, features, norms, self.adapter.architecture())
+    return {"version": STATE_VERSION, "problem": self.problem_name, "iteration": 0,
+            "spec": spec, "initial_weights": initial_weights,
+            "default_scores": default_scores, "baselines": dict(default_scores),
+            "rng": np.random.default_rng(self.cfg.seed).bit_generator.state,
+            "totals": {"failed": 0, "cancelled": 0, "compiles": 0, "cpu_seconds": 0.0,
+                       "wall_seconds": 0.0},
+            "config": self.cfg.to_json()}
+
+  def _initial_weights(self):
+    with np.load(self.state["initial_weights"]) as z:
+      return {k: z[k] for k in z.files}
+
+  # --- agent -------------------------------------------------------------------
+  def _build_agent(self):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from tf_agents.agents.ppo import ppo_clip_agent  # pylint: disable=import-outside-toplevel
+    from tf_agents.trajectories import time_step as ts  # pylint: disable=import-outside-toplevel
+    tf.random.set_seed(self.cfg.seed)
+    self.encoder = policy_io.Policy(self.spec, {})
+    dim = self.encoder.normalizer.bmat.shape[0] * normalization.ENCODED_PER_SCALAR
+    obs_spec = tf.TensorSpec([dim], tf.float32, name="observation")
+    action_spec = self.adapter.tf_action_spec()
+    self.actor, value = self.adapter.make_networks(obs_spec, action_spec)
+    if not self.cfg.use_value_network:
+      value = _zero_value_network(obs_spec)
+    self.optimizer = tf.keras.optimizers.Adam(self.cfg.learning_rate)
+    self.agent = ppo_clip_agent.PPOClipAgent(
+        ts.time_step_spec(obs_spec), action_spec, optimizer=self.optimizer,
+        actor_net=self.actor, value_net=value,
+        importance_ratio_clipping=self.cfg.importance_ratio_clipping,
+        discount_factor=0.0, lambda_value=0.0,
+        entropy_regularization=self.cfg.entropy_regularization,
+        value_pred_loss_coef=(self.cfg.value_pred_loss_coef if self.cfg.use_value_network
+                              else 0.0),
+        num_epochs=1, use_gae=False, normalize_rewards=False, normalize_observations=False,
+        gradient_clipping=self.cfg.gradient_clipping,
+        compute_value_and_advantage_in_train=True, update_normalizers_in_train=False,
+        train_step_counter=tf.Variable(0, dtype=tf.int64, name="train_step"))
+    self.agent.initialize()
+    self.actor.create_variables(obs_spec)
+    self.value = value
+    self.obs_dim = dim
+    self.checkpoint = tf.train.Checkpoint(actor=self.actor, value=value,
+                                          optimizer=self.optimizer,
+                                          train_step=self.agent.train_step_counter)
+    self._train_fn = tf.function(lambda exp, w: self.agent.train(exp, weights=w).loss)
+    self.summary = tf.summary.create_file_writer(str(self.output / "tensorboard"))
+
+  # --- one iteration -------------------------------------------------------------
+  def current_weights(self):
+    return self.adapter.actor_weights(self.actor)
+
+  def collect(self, modules, weights):
+    ref = (self.spec, weights, False)
+    cfg = self.cfg
+    st = self.state
+    batch = []
+    stats = {"failed": 0, "cancelled": 0, "cpu_seconds": 0.0, "failures": []}
+    progress = Progress(f"iteration {st['iteration'] + 1} collect", len(modules),
+                        stream=self.stream)
+    deadline = time.monotonic() + cfg.iteration_timeout if cfg.iteration_timeout else None
+    with make_pool(cfg.pool, cfg.jobs) as pool:
+      for m in modules:
+        pool.submit(collect.compile_one, m, self.problem_name, ref,
+                    int(self.rng.integers(2**31)), self.corpus.llvm_version,
+                    cfg.compile_timeout, m.name not in st["default_scores"])
+      for r in pool.results(deadline):
+        module = r.item[0]
+        stats["cpu_seconds"] += r.seconds
+        if r.cancelled:
+          stats["cancelled"] += 1
+          progress.update(failed=1)
+          continue
+        if not r.ok:
+          stats["failed"] += 1
+          stats["failures"].append((module.name, r.error.strip().splitlines()[-1][:200]))
+          progress.update(failed=1)
+          continue
+        result, default_result = r.value
+        if default_result is not None:
+          if default_result.ok:
+            for k, v in self.adapter.scores(default_result).items():
+              st["default_scores"][k] = v
+              st["baselines"].setdefault(k, v)
+        if not result.ok:
+          stats["failed"] += 1
+          stats["failures"].append((module.name, str(result.reason)[:200]))
+          progress.update(failed=1)
+          continue
+        batch.append(result)
+        progress.update(extra=f"{sum(x.decisions for x in batch)} decisions")
+    progress.close()
+    return batch, stats
+
+  def make_experience(self, results, weights):
+    """Per-decision arrays: encoded obs, actions, old dist params, rewards, weights."""
+    st = self.state
+    obs, acts, rewards, wts = [], [], [], []
+    module_rewards, sizes = [], {"policy": 0.0, "default": 0.0}
+    for res in results:
+      scores = self.adapter.scores(res)
+      rew = {}
+      for k, s in scores.items():
+        base = st["baselines"].get(k)
+        if base is None:
+          continue
+        rew[k] = self.adapter.reward(s, base)
+        if k in st["default_scores"]:
+          sizes["policy"] += s
+          sizes["default"] += st["default_scores"][k]
+      if rew:
+        module_rewards.append(float(np.mean(list(rew.values()))))
+      n_mod = sum(len(t.actions) for t in res.trajectories)
+      for t in res.trajectories:
+        k = self.adapter.trajectory_key(res.module.name, t)
+        n = len(t.actions)
+        if k not in rew or n == 0:
+          continue
+        feats = {f: np.asarray(t.features[f]) for f in self.encoder.input_names}
+        obs.append(self.encoder.encode_batch(feats))
+        a = np.asarray(t.actions)
+        acts.append(a.reshape(n) if a.size == n else a.reshape(n, -1))
+        rewards.append(np.full(n, rew[k], np.float32))
+        if self.cfg.decision_weighting == "module":
+          wts.append(np.full(n, 1.0 / max(1, n_mod), np.float32))
+        elif self.cfg.decision_weighting == "sqrt":
+          wts.append(np.full(n, 1.0 / np.sqrt(max(1, n_mod)), np.float32))
+        else:
+          wts.append(np.ones(n, np.float32))
+      # Moving-average baseline of the policy's own scores.
+      m = self.cfg.baseline_momentum
+      for k, s in scores.items():
+        if k in st["baselines"]:
+          st["baselines"][k] = m * st["baselines"][k] + (1 - m) * s
+    if not obs:
+      return None, module_rewards, sizes
+    obs = np.concatenate(obs)
+    acts = np.concatenate(acts)
+    wts = np.concatenate(wts)
+    wts = wts * (len(wts) / wts.sum())
+    params = self.encoder.arch.__class__(self.spec["architecture"], weights).dist_params(obs)
+    return {"obs": obs, "actions": acts, "params": params,
+            "rewards": np.concatenate(rewards), "weights": wts}, module_rewards, sizes
+
+  def train_on(self, exp):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from tf_agents.trajectories import trajectory  # pylint: disable=import-outside-toplevel
+    T = self.cfg.sequence_length
+    n = len(exp["rewards"])
+    losses = []
+    for _ in range(self.cfg.num_epochs):
+      order = self.rng.permutation(n)
+      pad = (-n) % T
+      order = np.concatenate([order, order[:pad]]) if pad else order
+      w = np.concatenate([exp["weights"][order[:n]], np.zeros(pad, np.float32)])
+      rows = order.reshape(-1, T)
+      w = w.reshape(-1, T)
+      # A dummy last step per row: tf-agents uses the final step only to bootstrap.
+      rows = np.concatenate([rows, rows[:, -1:]], axis=1)
+      w = np.concatenate([w, np.zeros((len(w), 1), np.float32)], axis=1)
+      # Whole minibatches only (zero-weight filler rows): one traced train graph.
+      fill = (-len(rows)) % self.cfg.minibatch_rows
+      if fill:
+        rows = np.concatenate([rows, rows[np.arange(fill) % len(rows)]])
+        w = np.concatenate([w, np.zeros((fill, w.shape[1]), np.float32)])
+      for s in range(0, len(rows), self.cfg.minibatch_rows):
+        r = rows[s:s + self.cfg.minibatch_rows]
+        b = r.shape
+        mid = tf.ones(b, tf.int32)
+        traj = trajectory.Trajectory(
+            step_type=mid, observation=tf.constant(exp["obs"][r]),
+            action=tf.constant(exp["actions"][r]),
+            policy_info={"dist_params": {k: tf.constant(v[r].astype(np.float32))
+                                         for k, v in exp["params"].items()}},
+            next_step_type=mid, reward=tf.constant(exp["rewards"][r]),
+            discount=tf.ones(b, tf.float32))
+        losses.append(float(self._train_fn(traj, tf.constant(w[s:s + len(r)]))))
+    return float(np.mean(losses)) if losses else float("nan")
+
+  def export(self, weights, iteration):
+    cfg = self.cfg
+    d = policy_io.write_policy_dir(self.output / "policies" / f"iter-{iteration:05d}",
+                                   self.spec, weights, saved_model=cfg.save_saved_model)
+    latest = self.output / "policy"
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="policy.tmp", dir=self.output))
+    shutil.rmtree(tmp)
+    shutil.copytree(d, tmp)
+    if latest.exists():
+      shutil.rmtree(latest.with_name("policy.old"), ignore_errors=True)
+      os.rename(latest, latest.with_name("policy.old"))
+    os.rename(tmp, latest)
+    shutil.rmtree(latest.with_name("policy.old"), ignore_errors=True)
+    olds = sorted((self.output / "policies").glob("iter-*"))
+    for o in olds[:-cfg.keep_policies]:
+      shutil.rmtree(o, ignore_errors=True)
+    return d
+
+  def save_checkpoint(self):
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="checkpoint.tmp", dir=self.output))
+    self.checkpoint.write(str(tmp / "tf" / "ckpt"))
+    with open(tmp / "tf" / "checkpoint", "w") as f:
+      f.write('model_checkpoint_path: "ckpt"\n')
+    self.state["rng"] = self.rng.bit_generator.state
+    _atomic_write_json(tmp / "state.json", self.state)
+    old = self.ckpt_dir.with_name("checkpoint.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if self.ckpt_dir.exists():
+      os.rename(self.ckpt_dir, old)
+    os.rename(tmp, self.ckpt_dir)
+    shutil.rmtree(old, ignore_errors=True)
+
+  def iteration(self):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    cfg, st = self.cfg, self.state
+    it = st["iteration"] + 1
+    t0 = time.monotonic()
+    k = min(cfg.modules_per_iteration, len(self.train_modules))
+    idx = self.rng.choice(len(self.train_modules), size=k, replace=False)
+    modules = [self.train_modules[i] for i in idx]
+    weights = self.current_weights()
+    results, cstats = self.collect(modules, weights)
+    t_collect = time.monotonic() - t0
+    t1 = time.monotonic()
+    exp, module_rewards, sizes = self.make_experience(results, weights)
+    loss = self.train_on(exp) if exp is not None else float("nan")
+    t_train = time.monotonic() - t1
+    t2 = time.monotonic()
+    new_weights = self.current_weights()
+    self.export(new_weights, it)
+    t_export = time.monotonic() - t2
+    decisions = int(len(exp["rewards"])) if exp is not None else 0
+    entropy = float(np.mean(self.encoder.arch.entropy(exp["params"]))) if exp else float("nan")
+    change = (sizes["policy"] / sizes["default"] - 1.0) if sizes["default"] else float("nan")
+    rec = {"iteration": it, "modules": len(modules), "ok": len(results),
+           "failed": cstats["failed"], "cancelled": cstats["cancelled"],
+           "decisions": decisions, "reward_mean": float(np.mean(module_rewards))
+           if module_rewards else float("nan"),
+           "size_change_vs_default": change, "entropy": entropy, "loss": loss,
+           "collect_seconds": t_collect, "train_seconds": t_train, "export_seconds": t_export,
+           "compile_cpu_seconds": cstats["cpu_seconds"],
+           "failures": cstats["failures"][:5]}
+    tot = st["totals"]
+    tot["failed"] += cstats["failed"]
+    tot["cancelled"] += cstats["cancelled"]
+    tot["compiles"] += len(modules)
+    tot["cpu_seconds"] += cstats["cpu_seconds"] + t_train + t_export
+    tot["wall_seconds"] += time.monotonic() - t0
+    st["iteration"] = it
+    with self.summary.as_default(step=it):
+      for key in ("reward_mean", "size_change_vs_default", "entropy", "decisions", "loss",
+                  "collect_seconds", "train_seconds", "export_seconds", "failed", "cancelled"):
+        if rec[key] == rec[key]:
+          tf.summary.scalar(key, rec[key])
+    self.summary.flush()
+    self.save_checkpoint()
+    with open(self.output / "log.jsonl", "a") as f:
+      f.write(json.dumps(rec) + "\n")
+    print(f"iteration {it}: {rec['ok']}/{len(modules)} modules ({rec['failed']} failed, "
+          f"{rec['cancelled']} cancelled), {decisions} decisions, reward "
+          f"{rec['reward_mean']:+.4f}, size vs default {change * 100:+.2f}%, entropy "
+          f"{entropy:.3f}, collect {t_collect:.1f}s train {t_train:.1f}s export "
+          f"{t_export:.1f}s", file=self.stream, flush=True)
+    return rec
+
+  def run(self, num_iterations: int | None = None, time_budget: float | None = None):
+    n = num_iterations if num_iterations is not None else self.cfg.num_iterations
+    t0 = time.monotonic()
+    recs = []
+    while self.state["iteration"] < n:
+      if time_budget is not None and recs:
+        per = (time.monotonic() - t0) / len(recs)
+        if time.monotonic() - t0 + per > time_budget:
+          print(f"time budget reached after iteration {self.state['iteration']}",
+                file=self.stream)
+          break
+      recs.append(self.iteration())
+    return recs
