@@ -1,0 +1,4 @@
+"""Evaluation of a policy against the default heuristic on a corpus split."""
+from mlgo.evaluation.evaluate import evaluate, summary_line
+
+__all__ = ["evaluate", "summary_line"]

@@ -1,0 +1,194 @@
+"""Compile a corpus split with a policy and with the default heuristic; compare.
+
+Per key (module for inlining, function for regalloc) we record the default score and
+the policy score (lower is better: .text bytes, or weighted regalloc cost).
+
+Regression: a key whose policy score is more than 1% above its default score
+(policy > 1.01 * default). Keys where either compile failed are listed in the CSV with
+their status and left out of the totals (counted as failed).
+
+Outputs in --output: per_key.csv (per module / per function), summary.json,
+changes.png (sorted per-key changes), and console tables per package and per language;
+the last printed line is the summary:
+  inlining: modules=N default_text=B policy_text=B change=+-X.XX% regressions=K
+  regalloc: modules=N functions=F default_cost=C policy_cost=C change=+-X.XX% regressions=K
+"""
+import csv
+import json
+import pathlib
+import sys
+import time
+
+from mlgo import corpus as corpus_lib
+from mlgo.training import adapters, collect
+from mlgo.util.progress import Progress
+from mlgo.workers import make_pool
+
+REGRESSION_THRESHOLD = 0.01
+
+
+def compile_pair(module, problem_name, ref, llvm_version, timeout):
+  """Work item: default compile and policy compile of one module -> small summaries."""
+  from mlgo import env, problems  # pylint: disable=import-outside-toplevel
+  adapter = adapters.get_adapter(problem_name)
+  problem = problems.get_problem(problem_name)
+
+  def run(policy):
+    t0 = time.monotonic()
+    r = env.compile_module(module, problem, policy, llvm_version=llvm_version,
+                           timeout=timeout)
+    return {"ok": bool(r.ok), "reason": r.reason, "scores": adapter.scores(r) if r.ok else {},
+            "decisions": int(r.decisions or 0), "seconds": time.monotonic() - t0}
+  d = run(env.DefaultPolicy())
+  p = d if ref == "default" else run(collect.make_policy(ref))
+  return d, p
+
+
+def _pct(policy, default):
+  return (policy / default - 1.0) * 100.0 if default else 0.0
+
+
+def summary_line(problem_name: str, modules: int, keys: int, default: float, policy: float,
+                 regressions: int) -> str:
+  change = _pct(policy, default)
+  if problem_name == "inlining":
+    return (f"modules={modules} default_text={int(round(default))} "
+            f"policy_text={int(round(policy))} change={change:+.2f}% "
+            f"regressions={regressions}")
+  return (f"modules={modules} functions={keys} default_cost={default:.1f} "
+          f"policy_cost={policy:.1f} change={change:+.2f}% regressions={regressions}")
+
+
+def _table(rows, group, stream):
+  groups = {}
+  for r in rows:
+    g = groups.setdefault(r[group], {"n": 0, "d": 0.0, "p": 0.0, "reg": 0})
+    g["n"] += 1
+    g["d"] += r["default"]
+    g["p"] += r["policy"]
+    g["reg"] += r["regression"]
+  w = max([len(group)] + [len(str(k)) for k in groups])
+  print(f"{group:<{w}} {'keys':>6} {'default':>12} {'policy':>12} {'change':>8} "
+        f"{'regr':>5}", file=stream)
+  for k in sorted(groups, key=lambda k: -groups[k]["d"]):
+    g = groups[k]
+    print(f"{k:<{w}} {g['n']:>6} {g['d']:>12.0f} {g['p']:>12.0f} "
+          f"{_pct(g['p'], g['d']):>+7.2f}% {g['reg']:>5}", file=stream)
+  return {k: {"keys": g["n"], "default": g["d"], "policy": g["p"],
+              "change_pct": _pct(g["p"], g["d"]), "regressions": g["reg"]}
+          for k, g in groups.items()}
+
+
+def _plot(rows, path, title):
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  ch = sorted(_pct(r["policy"], r["default"]) for r in rows)
+  fig, ax = plt.subplots(figsize=(9, 4.5))
+  colors = ["tab:red" if c > REGRESSION_THRESHOLD * 100 else
+            ("tab:green" if c < 0 else "tab:gray") for c in ch]
+  ax.bar(range(len(ch)), ch, color=colors, width=1.0)
+  ax.axhline(0, color="black", linewidth=0.5)
+  ax.set_xlabel("modules / functions, sorted by change")
+  ax.set_ylabel("policy vs default (%)")
+  ax.set_title(title)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
+def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldout",
+             jobs: int = 2, timeout: float = 300.0, pool_kind: str = "process",
+             stream=sys.stdout) -> dict:
+  corpus = corpus_lib.load_corpus(corpus_dir)
+  if split == "all":
+    modules = list(corpus.modules)
+  else:
+    modules = corpus.split(split)
+  if not modules:
+    raise ValueError(f"{corpus_dir}: no modules in split {split!r} "
+                     f"(corpus has {len(corpus.modules)} modules)")
+  if policy == "default":
+    ref, policy_name = "default", "default"
+  else:
+    ref = collect.policy_ref(str(policy), greedy=True)
+    if ref[0]["problem"] != problem_name:
+      raise ValueError(f"{policy}: policy is for problem {ref[0]['problem']!r}, "
+                       f"not {problem_name!r}")
+    policy_name = str(policy)
+  out = pathlib.Path(output)
+  out.mkdir(parents=True, exist_ok=True)
+  print(f"evaluating {policy_name} on {len(modules)} {split} modules of {corpus.path} "
+        f"({problem_name}, LLVM {corpus.llvm_version})", file=sys.stderr)
+  progress = Progress("evaluate", len(modules), stream=sys.stderr)
+  rows, failed = [], []
+  with make_pool(pool_kind, jobs) as pool:
+    for m in modules:
+      pool.submit(compile_pair, m, problem_name, ref, corpus.llvm_version, timeout)
+    for r in pool.results():
+      m = r.item[0]
+      if not r.ok:
+        failed.append({"module": m.name, "reason": (r.error or "cancelled").strip()
+                       .splitlines()[-1][:300]})
+        progress.update(failed=1)
+        continue
+      d, p = r.value
+      if not d["ok"] or not p["ok"]:
+        failed.append({"module": m.name, "reason": ("default: " + str(d["reason"])) if not d["ok"]
+                       else ("policy: " + str(p["reason"]))})
+        progress.update(failed=1)
+        continue
+      for key, dv in d["scores"].items():
+        if key not in p["scores"]:
+          continue
+        pv = p["scores"][key]
+        rows.append({"key": key, "module": m.name, "package": m.package,
+                     "language": m.language, "default": dv, "policy": pv,
+                     "change_pct": _pct(pv, dv),
+                     "regression": int(pv > dv * (1 + REGRESSION_THRESHOLD)),
+                     "default_decisions": d["decisions"], "policy_decisions": p["decisions"],
+                     "default_seconds": round(d["seconds"], 3),
+                     "policy_seconds": round(p["seconds"], 3)})
+      progress.update()
+  progress.close()
+  rows.sort(key=lambda r: r["key"])
+  fields = ["key", "module", "package", "language", "default", "policy", "change_pct",
+            "regression", "default_decisions", "policy_decisions", "default_seconds",
+            "policy_seconds"]
+  with open(out / "per_key.csv", "w", newline="") as f:
+    wr = csv.DictWriter(f, fieldnames=fields)
+    wr.writeheader()
+    wr.writerows(rows)
+  if failed:
+    with open(out / "failed.csv", "w", newline="") as f:
+      wr = csv.DictWriter(f, fieldnames=["module", "reason"])
+      wr.writeheader()
+      wr.writerows(failed)
+  ok_modules = len({r["module"] for r in rows})
+  dsum = sum(r["default"] for r in rows)
+  psum = sum(r["policy"] for r in rows)
+  regressions = sum(r["regression"] for r in rows)
+  print("", file=stream)
+  per_package = _table(rows, "package", stream) if rows else {}
+  print("", file=stream)
+  per_language = _table(rows, "language", stream) if rows else {}
+  print("", file=stream)
+  if rows:
+    _plot(rows, out / "changes.png",
+          f"{problem_name}: {pathlib.Path(str(policy)).name} vs default, {split} "
+          f"({_pct(psum, dsum):+.2f}% total)")
+  summary = {"problem": problem_name, "policy": policy_name, "corpus": str(corpus.path),
+             "split": split, "modules": ok_modules, "keys": len(rows), "failed": len(failed),
+             "default": dsum, "policy_score": psum, "change_pct": _pct(psum, dsum),
+             "regressions": regressions,
+             "regression_definition": f"policy score > {1 + REGRESSION_THRESHOLD:.2f} x default",
+             "per_package": per_package, "per_language": per_language}
+  with open(out / "summary.json", "w") as f:
+    json.dump(summary, f, indent=1)
+  if failed:
+    print(f"{len(failed)} modules failed to compile (see {out / 'failed.csv'}); "
+          f"left out of the totals", file=stream)
+  line = summary_line(problem_name, ok_modules, len(rows), dsum, psum, regressions)
+  print(line, file=stream, flush=True)
+  summary["line"] = line
+  return summary

@@ -1,0 +1,44 @@
+"""Compare a policy with the default heuristic on a corpus split.
+
+  bazel run //tools:evaluate -- --problem=inlining --corpus=DIR --policy=DIR|default \
+      [--split=heldout|train|all] --output=DIR
+Writes per_key.csv, summary.json and changes.png; prints per-package and per-language
+tables; the last line is the summary (see mlgo/evaluation/evaluate.py). A regression is
+a module (function, for regalloc) more than 1% worse than the default.
+"""
+import argparse
+import sys
+
+from mlgo.util.cli import repo_root, user_path
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--problem", default="inlining")
+  ap.add_argument("--corpus", help="corpus dir (default: the default corpus)")
+  ap.add_argument("--policy", required=True, help="policy dir, or 'default'")
+  ap.add_argument("--split", default="heldout", choices=["heldout", "train", "all"])
+  ap.add_argument("--output", default="evaluation", help="output dir")
+  ap.add_argument("--jobs", type=int, default=2)
+  ap.add_argument("--timeout", type=float, default=300.0)
+  a = ap.parse_args(argv)
+  from mlgo import evaluation  # pylint: disable=import-outside-toplevel
+  policy = a.policy
+  if policy != "default":
+    p = user_path(policy)
+    if not p.exists() and repo_root() is not None and (repo_root() / policy).exists():
+      p = repo_root() / policy
+    policy = p
+  if a.corpus:
+    corpus_dir = user_path(a.corpus)
+  else:
+    from mlgo import corpus  # pylint: disable=import-outside-toplevel
+    corpus_dir = corpus.default_corpus()
+  evaluation.evaluate(a.problem, corpus_dir, policy, user_path(a.output), split=a.split,
+                      jobs=a.jobs, timeout=a.timeout)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,34 @@
+"""Compile a corpus' training split with the default heuristic and store the trajectories.
+
+  bazel run //tools:generate_default_trace -- --corpus=DIR --problem=inlining --output=DIR \
+      [--sampling_rate=R] [--jobs=N]
+Appendable: modules already in --output are skipped, so an interrupted run can resume.
+"""
+import argparse
+import sys
+
+from mlgo.util.cli import user_path
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--corpus", required=True, help="corpus dir (mlgo-utils format)")
+  ap.add_argument("--problem", default="inlining")
+  ap.add_argument("--output", required=True, help="dataset dir (created or appended to)")
+  ap.add_argument("--sampling_rate", type=float, default=1.0,
+                  help="fraction of training modules to compile")
+  ap.add_argument("--jobs", type=int, default=2)
+  ap.add_argument("--timeout", type=float, default=300.0, help="per-compile timeout (s)")
+  ap.add_argument("--split", default="train", choices=["train", "heldout", "all"])
+  ap.add_argument("--seed", type=int, default=0)
+  a = ap.parse_args(argv)
+  from mlgo.training import trace  # pylint: disable=import-outside-toplevel
+  stats = trace.generate_default_trace(user_path(a.corpus), a.problem, user_path(a.output),
+                                       sampling_rate=a.sampling_rate, jobs=a.jobs,
+                                       timeout=a.timeout, seed=a.seed, split=a.split)
+  return 0 if stats["modules"] > 0 or stats["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,34 @@
+"""Behavioral cloning of the default heuristic from a default trace (warm start for PPO).
+
+  bazel run //tools:train_bc -- --trace=DIR --output=POLICY_DIR
+Prints accuracy on decisions of held-out modules; writes a policy dir (+ bc_metrics.json).
+"""
+import argparse
+import sys
+
+from mlgo.util.cli import user_path
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--trace", required=True, help="dataset dir from generate_default_trace")
+  ap.add_argument("--output", required=True, help="policy dir to write")
+  ap.add_argument("--epochs", type=int, default=4)
+  ap.add_argument("--batch_size", type=int, default=256)
+  ap.add_argument("--learning_rate", type=float, default=1e-3)
+  ap.add_argument("--hidden", default="64,64", help="hidden layer sizes")
+  ap.add_argument("--heldout_fraction", type=float, default=0.1)
+  ap.add_argument("--seed", type=int, default=0)
+  a = ap.parse_args(argv)
+  from mlgo.training import bc  # pylint: disable=import-outside-toplevel
+  m = bc.train_bc(user_path(a.trace), user_path(a.output),
+                  hidden=[int(x) for x in a.hidden.split(",") if x], epochs=a.epochs,
+                  batch_size=a.batch_size, learning_rate=a.learning_rate,
+                  heldout_fraction=a.heldout_fraction, seed=a.seed)
+  print(f"heldout_accuracy={m['heldout_accuracy']:.4f} train_accuracy={m['train_accuracy']:.4f}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
