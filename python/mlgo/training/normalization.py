@@ -1,12 +1,13 @@
 """Feature normalization computed from a trace: quantile buckets per feature.
 
 Each scalar element x of a feature becomes three floats:
-  q = (#boundaries <= x) / #boundaries      (its quantile rank, in [0, 1])
+  q = fraction of the trace's values <= x    (empirical CDF at the largest
+                                              boundary <= x, in [0, 1])
   sqrt(q)                                    (spreads the low ranks)
   (slog(x) - mean) / std,  slog = sign(x) log1p(|x|)   (magnitude, robust to outliers)
 The same arithmetic is done in numpy (collection) and in the TF graph (saved policy),
-so both give the same decisions. Boundaries are stored as float32-exact values so the
-float64 comparisons agree bit for bit on both sides.
+so both give the same decisions. Boundaries are stored as float32-exact values and CDF
+levels as multiples of 1/1024, so comparisons and sums agree bit for bit on both sides.
 """
 import dataclasses
 import json
@@ -15,6 +16,7 @@ import numpy as np
 
 ENCODED_PER_SCALAR = 3
 MAX_BOUNDARIES = 256
+LEVEL_UNITS = 1024
 
 
 @dataclasses.dataclass
@@ -23,15 +25,27 @@ class FeatureNorm:
   boundaries: np.ndarray  # float64 holding float32-exact values, sorted, unique
   mean: float
   std: float
+  levels: np.ndarray | None = None  # CDF at each boundary, multiples of 1/LEVEL_UNITS
+
+  def __post_init__(self):
+    if self.levels is None:
+      n = max(len(self.boundaries), 1)
+      self.levels = np.round(np.arange(1, len(self.boundaries) + 1) / n * LEVEL_UNITS
+                             ) / LEVEL_UNITS
+    self.levels = np.asarray(self.levels, np.float64)
+
+  @property
+  def increments(self) -> np.ndarray:
+    return np.diff(self.levels, prepend=0.0)
 
   def to_json(self):
     return {"name": self.name, "boundaries": [float(b) for b in self.boundaries],
-            "mean": self.mean, "std": self.std}
+            "levels": [float(l) for l in self.levels], "mean": self.mean, "std": self.std}
 
   @staticmethod
   def from_json(d):
     return FeatureNorm(d["name"], np.asarray(d["boundaries"], np.float64),
-                       float(d["mean"]), float(d["std"]))
+                       float(d["mean"]), float(d["std"]), d.get("levels"))
 
 
 def slog(x: np.ndarray) -> np.ndarray:
@@ -73,9 +87,11 @@ def fit_feature(name: str, values: np.ndarray, max_boundaries: int = MAX_BOUNDAR
   v = np.asarray(values, np.float64).reshape(-1)
   qs = np.quantile(v, np.linspace(0, 1, max_boundaries + 1)[1:], method="lower")
   b = np.unique(qs.astype(np.float32).astype(np.float64))
+  sv = np.sort(v)
+  levels = np.round(np.searchsorted(sv, b, side="right") / len(sv) * LEVEL_UNITS) / LEVEL_UNITS
   s = slog(v)
   std = float(s.std())
-  return FeatureNorm(name, b, float(s.mean()), std if std > 1e-6 else 1.0)
+  return FeatureNorm(name, b, float(s.mean()), std if std > 1e-6 else 1.0, levels)
 
 
 class Normalizer:
@@ -87,9 +103,11 @@ class Normalizer:
     # One padded boundary matrix so a single decision needs one vectorized compare.
     kmax = max([len(n.boundaries) for n in self.norms] + [1])
     self.bmat = np.full((len(self.norms), kmax), np.inf)
+    self.dmat = np.zeros((len(self.norms), kmax))  # CDF increments per boundary
     for i, n in enumerate(self.norms):
       self.bmat[i, :len(n.boundaries)] = n.boundaries
-    self.nb = np.array([max(len(n.boundaries), 1) for n in self.norms], np.float64)
+      self.dmat[i, :len(n.boundaries)] = n.increments
+    self._cum = [np.concatenate([[0.0], np.cumsum(n.increments)]) for n in self.norms]
     self.mean = np.array([n.mean for n in self.norms])
     self.std = np.array([n.std for n in self.norms])
 
@@ -103,15 +121,14 @@ class Normalizer:
     n, f = x.shape
     q = np.empty((n, f))
     for i in range(f):
-      q[:, i] = np.searchsorted(self.norms[i].boundaries, x[:, i], side="right")
-    q /= self.nb
+      q[:, i] = self._cum[i][np.searchsorted(self.norms[i].boundaries, x[:, i], side="right")]
     z = (slog(x) - self.mean) / self.std
     return np.stack([q, np.sqrt(q), z], axis=-1).reshape(n, f * ENCODED_PER_SCALAR
                                                           ).astype(np.float32)
 
   def encode_one(self, x: np.ndarray) -> np.ndarray:
     """x: [F] float64 -> [3F] float32, the per-decision fast path."""
-    q = (x[:, None] >= self.bmat).sum(axis=1) / self.nb
+    q = ((x[:, None] >= self.bmat) * self.dmat).sum(axis=1)
     z = (slog(x) - self.mean) / self.std
     return np.stack([q, np.sqrt(q), z], axis=-1).reshape(-1).astype(np.float32)
 

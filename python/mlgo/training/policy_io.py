@@ -256,7 +256,7 @@ def export_saved_model(policy: Policy, path):
   arch = spec["architecture"]
   norm = policy.normalizer
   bmat = norm.bmat.copy()
-  nb, mean, std = norm.nb.copy(), norm.mean.copy(), norm.std.copy()
+  dmat, mean, std = norm.dmat.copy(), norm.mean.copy(), norm.std.copy()
   feats = policy.features
   inputs = [tf.TensorSpec(shape=[1] + list(f["shape"]) if f["shape"] != [1] else [1],
                           dtype=getattr(tf, _TF_DTYPES[f["dtype"]]), name=f["name"])
@@ -269,8 +269,8 @@ def export_saved_model(policy: Policy, path):
     @tf.function(input_signature=inputs)
     def action(self, *args):
       x = tf.concat([tf.reshape(tf.cast(a, tf.float64), [1, -1]) for a in args], axis=1)
-      q = tf.reduce_sum(tf.cast(x[:, :, None] >= tf.constant(bmat), tf.float64),
-                        axis=-1) / tf.constant(nb)
+      q = tf.reduce_sum(tf.cast(x[:, :, None] >= tf.constant(bmat), tf.float64)
+                        * tf.constant(dmat), axis=-1)
       s = tf.sign(x) * tf.math.log1p(tf.abs(x))
       z = (s - tf.constant(mean)) / tf.constant(std)
       enc = tf.reshape(tf.stack([q, tf.sqrt(q), z], axis=-1), [1, -1])

@@ -21,7 +21,10 @@ def crash():
   os._exit(3)
 
 
-def subprocess_sleep(seconds):
+def subprocess_sleep(seconds, pid_file=None):
   # A child process, as a compile would be: cancellation must kill it too.
   p = subprocess.Popen(["sleep", str(seconds)])
+  if pid_file:
+    with open(pid_file, "w") as f:
+      f.write(str(p.pid))
   return p.pid, p.wait()

@@ -1,0 +1,38 @@
+"""Helpers for tests: a tiny real corpus compiled from a few source files."""
+import os
+import pathlib
+
+from mlgo import corpus as corpus_lib
+from mlgo.corpus import build
+from mlgo.util import toolchain
+
+
+def make_tiny_corpus(out_dir, sources, llvm_version: int = toolchain.DEFAULT_LLVM_VERSION,
+                     opt: str = "Oz", heldout=(), variants: int = 1) -> pathlib.Path:
+  """Compiles each source (.c / .cc) to pre-optimization bitcode in a corpus at out_dir.
+
+  `heldout`: file stems put in the heldout split (others: train). `variants` > 1 adds
+  copies compiled with -DMLGO_VARIANT=i, so the corpus has more modules.
+  """
+  tc = toolchain.toolchain(llvm_version)
+  out = pathlib.Path(out_dir)
+  out.mkdir(parents=True, exist_ok=True)
+  w = corpus_lib.CorpusWriter(out, llvm_version=llvm_version, opt_level=opt)
+  for src in sources:
+    src = pathlib.Path(src)
+    cxx = src.suffix in (".cc", ".cpp", ".cxx")
+    driver = tc.clangxx if cxx else tc.clang
+    for v in range(variants):
+      flags = [f"-{opt}", "-w"] + (["-std=c++17"] if cxx else []) + [f"-DMLGO_VARIANT={v}"]
+      name = f"{src.stem}/v{v}" if variants > 1 else src.stem
+      bc = out / "_tmp.bc"
+      r = build._run([driver] + flags + ["-Xclang", "-disable-llvm-passes", "-emit-llvm",
+                                         "-c", str(src), "-o", str(bc)], timeout=120)
+      if r.returncode != 0:
+        raise RuntimeError(f"{src}: compile failed: {r.stderr[:500]}")
+      cc1 = build.cc1_of(driver, flags, str(src), os.getcwd())
+      if "-emit-obj" not in cc1:
+        cc1.insert(1, "-emit-obj")
+      w.add(name, str(bc), cc1, package=src.stem, language="c++" if cxx else "c",
+            split="heldout" if src.stem in heldout else "train", move=True)
+  return w.finish()

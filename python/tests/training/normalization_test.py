@@ -1,0 +1,52 @@
+"""Quantile normalization: ranks, float32-exact boundaries, single == batch encoding."""
+import numpy as np
+
+from mlgo.training import normalization
+
+
+def test_quantile_ranks_are_monotonic_and_bounded():
+  rng = np.random.default_rng(0)
+  v = rng.lognormal(3, 2, 20000).astype(np.int64)
+  fn = normalization.fit_feature("x", v)
+  assert len(fn.boundaries) <= normalization.MAX_BOUNDARIES
+  assert np.all(np.diff(fn.boundaries) > 0)
+  assert np.all(fn.boundaries.astype(np.float32).astype(np.float64) == fn.boundaries)
+  norm = normalization.Normalizer([fn])
+  xs = np.sort(rng.choice(v, 500))[:, None].astype(np.float64)
+  enc = norm.encode_scalar_rows(xs)
+  q = enc[:, 0]
+  assert np.all(np.diff(q) >= 0)
+  assert q.min() >= 0 and q.max() <= 1
+  # The median of the data sits near rank 0.5.
+  med = norm.encode_scalar_rows(np.array([[np.median(v)]]))[0, 0]
+  assert 0.4 < med < 0.6
+  assert np.allclose(enc[:, 1], np.sqrt(enc[:, 0]), atol=1e-6)
+
+
+def test_constant_feature_is_finite():
+  fn = normalization.fit_feature("c", np.zeros(100))
+  enc = normalization.Normalizer([fn]).encode_scalar_rows(np.array([[0.0], [5.0]]))
+  assert np.all(np.isfinite(enc))
+
+
+def test_single_equals_batch_and_roundtrip(tmp_path):
+  rng = np.random.default_rng(1)
+  norms = [normalization.fit_feature(f"f{i}", rng.integers(0, 10 ** i + 1, 1000))
+           for i in range(6)]
+  n = normalization.Normalizer(norms)
+  n.save(tmp_path / "n.json")
+  n2 = normalization.Normalizer.load(tmp_path / "n.json")
+  x = rng.integers(-5, 10 ** 5, (200, 6)).astype(np.float64)
+  batch = n2.encode_scalar_rows(x)
+  for i in range(len(x)):
+    assert np.array_equal(n.encode_one(x[i]), batch[i])
+
+
+def test_collector_bounded_sample():
+  c = normalization.QuantileCollector(["a"], capacity=1000)
+  for _ in range(50):
+    c.add("a", np.arange(1000))
+  assert sum(s.size for s in c.samples["a"]) <= 2000
+  assert c.seen["a"] == 50000
+  fn = c.finish()[0]
+  assert fn.boundaries[0] <= 10 and fn.boundaries[-1] >= 990

@@ -1,0 +1,90 @@
+"""Numpy evaluator vs TF SavedModel, policy dir format, decision cost."""
+import json
+import time
+
+import numpy as np
+import pytest
+
+from mlgo.training import bc, normalization, policy_io
+
+NAMES = [f"feat_{i}" for i in range(12)]
+
+
+def _spec_and_weights(seed=0, hidden=(16, 8)):
+  rng = np.random.default_rng(seed)
+  data = {n: rng.integers(0, 10 ** (1 + i % 5), size=3000) for i, n in enumerate(NAMES)}
+  norms = [normalization.fit_feature(n, data[n]) for n in NAMES]
+  arch = {"type": "mlp_categorical", "hidden": list(hidden), "num_actions": 2,
+          "output_name": "inlining_decision", "output_dtype": "int64"}
+  feats = [{"name": n, "dtype": "int64", "shape": [1]} for n in NAMES]
+  spec = bc.make_spec("inlining", feats, norms, arch)
+  w = bc.init_weights(arch, len(NAMES) * 3, seed)
+  w["out/kernel"] = w["out/kernel"] * 30  # decisive logits: both actions occur
+  return spec, w, data
+
+
+def test_numpy_matches_saved_model(tmp_path):
+  import tensorflow as tf
+  spec, w, data = _spec_and_weights()
+  d = policy_io.write_policy_dir(tmp_path / "pol", spec, w)
+  pol = policy_io.load_policy(d)
+  model = tf.saved_model.load(str(d / "saved_policy"))
+  fn = model.signatures["action"]
+  assert set(fn.structured_input_signature[1]) == set(NAMES)
+  assert list(fn.structured_outputs) == ["inlining_decision"]
+  assert fn.structured_outputs["inlining_decision"].dtype == tf.int64
+  rng = np.random.default_rng(1)
+  seen = set()
+  for i in range(300):
+    obs = {n: np.array([data[n][i] + rng.integers(-3, 4)], np.int64) for n in NAMES}
+    a_np = pol.act(obs)
+    a_tf = fn(**{n: tf.constant(v) for n, v in obs.items()})["inlining_decision"].numpy()
+    assert a_tf.shape == (1,)
+    assert int(a_tf[0]) == int(a_np)
+    seen.add(int(a_np))
+  assert seen == {0, 1}
+
+
+def test_batch_equals_single_and_is_fast(tmp_path):
+  spec, w, data = _spec_and_weights(2)
+  d = policy_io.write_policy_dir(tmp_path / "pol", spec, w, saved_model=False)
+  pol = policy_io.load_policy(d)
+  obs = [{n: np.array([data[n][i]], np.int64) for n in NAMES} for i in range(1000)]
+  t0 = time.perf_counter()
+  single = np.array([pol.act(o) for o in obs])
+  per_decision = (time.perf_counter() - t0) / len(obs)
+  batch = pol.decide_batch({n: data[n][:1000, None] for n in NAMES})
+  assert (single == batch).all()
+  # Tens of microseconds per decision (generous bound for a loaded CI machine).
+  assert per_decision < 300e-6, per_decision
+
+
+def test_sampling_follows_probabilities():
+  spec, w, _ = _spec_and_weights(3)
+  pol = policy_io.Policy(spec, w, greedy=False, seed=0)
+  params = {"logits": np.tile(np.array([[0.0, np.log(3.0)]]), (20000, 1))}
+  a = pol.arch.sample(params, np.random.default_rng(0))
+  assert abs(a.mean() - 0.75) < 0.02
+  assert np.allclose(pol.arch.entropy(params)[:1], -(0.25 * np.log(0.25) + 0.75 * np.log(0.75)))
+
+
+def test_load_rejects_bad_dirs(tmp_path):
+  with pytest.raises(FileNotFoundError, match="policy.json"):
+    policy_io.load_policy(tmp_path)
+  spec, w, _ = _spec_and_weights()
+  d = policy_io.write_policy_dir(tmp_path / "pol", spec, w, saved_model=False)
+  meta = json.loads((d / "policy.json").read_text())
+  meta["format_version"] = 99
+  (d / "policy.json").write_text(json.dumps(meta))
+  with pytest.raises(ValueError, match="format_version"):
+    policy_io.load_policy(d)
+
+
+def test_rewrite_is_atomic_replace(tmp_path):
+  spec, w, _ = _spec_and_weights()
+  d = policy_io.write_policy_dir(tmp_path / "pol", spec, w, saved_model=False)
+  w2 = {k: v + 1 for k, v in w.items()}
+  policy_io.write_policy_dir(tmp_path / "pol", spec, w2, saved_model=False)
+  pol = policy_io.load_policy(d)
+  assert np.allclose(pol.arch.w["out/bias"], w2["out/bias"])
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["pol"]

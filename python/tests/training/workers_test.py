@@ -1,0 +1,51 @@
+"""Worker pools: streaming results, failures, crashes, deadline cancellation."""
+import os
+import time
+
+import pytest
+
+from mlgo.workers import ProcessPool, ThreadPool
+from mlgo.workers import testing as fns
+
+
+@pytest.mark.parametrize("cls", [ProcessPool, ThreadPool])
+def test_results_and_failures(cls):
+  with cls(2) as pool:
+    for x in range(6):
+      pool.submit(fns.square, x)
+    pool.submit(fns.fail, "boom")
+    res = list(pool.results())
+  assert sorted(r.value for r in res if r.ok) == [0, 1, 4, 9, 16, 25]
+  bad = [r for r in res if not r.ok]
+  assert len(bad) == 1 and "boom" in bad[0].error and not bad[0].cancelled
+
+
+def test_crashed_worker_is_reported_and_replaced():
+  with ProcessPool(2) as pool:
+    pool.submit(fns.crash)
+    pool.submit(fns.square, 3)
+    res = {r.item: r for r in pool.results()}
+    assert "died" in res[()].error
+    assert res[(3,)].value == 9
+    pool.submit(fns.square, 4)  # the pool still works after a crash
+    assert [r.value for r in pool.results()] == [16]
+
+
+def test_deadline_cancels_and_kills_children(tmp_path):
+  with ProcessPool(2) as pool:
+    pool.submit(fns.subprocess_sleep, 60, str(tmp_path / "pid"))
+    pool.submit(fns.sleep_then, 0.1, "quick")
+    pool.submit(fns.sleep_then, 60, "queued")
+    t0 = time.monotonic()
+    res = list(pool.results(deadline=time.monotonic() + 2.0))
+    assert time.monotonic() - t0 < 10
+    done = [r for r in res if r.ok]
+    cancelled = [r for r in res if r.cancelled]
+    assert [r.value for r in done] == ["quick"]
+    assert len(cancelled) == 2
+    pool.submit(fns.square, 5)
+    assert [r.value for r in pool.results()] == [25]
+  # The `sleep 60` child was killed with its worker's process group.
+  pid = int((tmp_path / "pid").read_text())
+  time.sleep(0.2)
+  assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
