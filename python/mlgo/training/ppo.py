@@ -61,7 +61,17 @@ def _zero_value_network(observation_spec):
 
 @gin.configurable
 class PPOConfig:
-  """Hyperparameters (set in configs/*.gin or with --gin_bindings)."""
+  """Hyperparameters (set in configs/*.gin or with --gin_bindings).
+
+  samples_per_module: compiles of each sampled module per iteration (different seeds).
+  baseline: "moving_average" (per key, of the policy's own scores, initialized with the
+    default's score; the anchor's way) or "group" (leave-one-out mean of the other
+    samples of the same module in this iteration; needs samples_per_module >= 2, falls
+    back to the moving average for keys with a single sample).
+  decision_weighting: "decision" (every decision weighs 1), "module" (every module's
+    decisions together weigh 1) or "sqrt" (1/sqrt(decisions of the module)).
+  skip_decisionless: do not sample modules known to have no decisions.
+  """
 
   def __init__(self, modules_per_iteration: int = 32, num_iterations: int = 100,
                num_epochs: int = 4, minibatch_rows: int = 64, sequence_length: int = 16,
@@ -72,7 +82,8 @@ class PPOConfig:
                hidden=(64, 64), compile_timeout: float = 300.0,
                iteration_timeout: float | None = 1800.0, jobs: int = 2, pool: str = "process",
                trace_modules: int = 200, seed: int = 0, keep_policies: int = 1000000,
-               save_saved_model: bool = True):
+               save_saved_model: bool = True, samples_per_module: int = 1,
+               baseline: str = "moving_average", skip_decisionless: bool = True):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
   def to_json(self):
@@ -131,12 +142,14 @@ class Trainer:
     return st
 
   def _fresh_state(self, warmstart, trace):
-    default_scores = {}
+    default_scores, decisions = {}, {}
     if trace:
       ds = dataset.Dataset(trace)
       for name, info in ds.modules.items():
         for k, v in (info.get("scores") or {}).items():
           default_scores[k] = v
+        if info.get("ok"):
+          decisions[name] = int(info.get("decisions", 1))
     initial_weights = None
     if warmstart:
       pol = policy_io.load_policy(warmstart)
@@ -160,6 +173,8 @@ class Trainer:
         for name, info in dataset.Dataset(trace).modules.items():
           for k, v in (info.get("scores") or {}).items():
             default_scores[k] = v
+          if info.get("ok"):
+            decisions[name] = int(info.get("decisions", 1))
       ds = dataset.Dataset(trace)
       features = self.adapter.policy_features(ds.features)
       norms = bc.fit_normalization(ds, features, self.cfg.seed)
@@ -167,6 +182,7 @@ class Trainer:
     return {"version": STATE_VERSION, "problem": self.problem_name, "iteration": 0,
             "spec": spec, "initial_weights": initial_weights,
             "default_scores": default_scores, "baselines": dict(default_scores),
+            "decisions": decisions,
             "rng": np.random.default_rng(self.cfg.seed).bit_generator.state,
             "totals": {"failed": 0, "cancelled": 0, "compiles": 0, "cpu_seconds": 0.0,
                        "wall_seconds": 0.0},
@@ -222,14 +238,16 @@ class Trainer:
     st = self.state
     batch = []
     stats = {"failed": 0, "cancelled": 0, "cpu_seconds": 0.0, "failures": []}
-    progress = Progress(f"iteration {st['iteration'] + 1} collect", len(modules),
+    progress = Progress(f"iteration {st['iteration'] + 1} collect",
+                        len(modules) * max(1, cfg.samples_per_module),
                         stream=self.stream)
     deadline = time.monotonic() + cfg.iteration_timeout if cfg.iteration_timeout else None
     with make_pool(cfg.pool, cfg.jobs) as pool:
       for m in modules:
-        pool.submit(collect.compile_one, m, self.problem_name, ref,
-                    int(self.rng.integers(2**31)), self.corpus.llvm_version,
-                    cfg.compile_timeout, m.name not in st["default_scores"])
+        for j in range(max(1, cfg.samples_per_module)):
+          pool.submit(collect.compile_one, m, self.problem_name, ref,
+                      int(self.rng.integers(2**31)), self.corpus.llvm_version,
+                      cfg.compile_timeout, j == 0 and m.name not in st["default_scores"])
       for r in pool.results(deadline):
         module = r.item[0]
         stats["cpu_seconds"] += r.seconds
@@ -243,6 +261,7 @@ class Trainer:
           progress.update(failed=1)
           continue
         result, default_result = r.value
+        st.setdefault("decisions", {})[module.name] = int(getattr(result, "decisions", 0) or 0)
         if default_result is not None:
           if default_result.ok:
             for k, v in self.adapter.scores(default_result).items():
@@ -263,11 +282,20 @@ class Trainer:
     st = self.state
     obs, acts, rewards, wts = [], [], [], []
     module_rewards, sizes = [], {"policy": 0.0, "default": 0.0}
-    for res in results:
-      scores = self.adapter.scores(res)
+    all_scores = [self.adapter.scores(res) for res in results]
+    group = {}
+    if self.cfg.baseline == "group":
+      for sc in all_scores:
+        for k, v in sc.items():
+          group.setdefault(k, []).append(v)
+    old_baselines = dict(st["baselines"])
+    for res, scores in zip(results, all_scores):
       rew = {}
       for k, s in scores.items():
-        base = st["baselines"].get(k)
+        base = old_baselines.get(k)
+        g = group.get(k, [])
+        if len(g) >= 2:
+          base = (sum(g) - s) / (len(g) - 1)
         if base is None:
           continue
         rew[k] = self.adapter.reward(s, base)
@@ -380,9 +408,13 @@ class Trainer:
     cfg, st = self.cfg, self.state
     it = st["iteration"] + 1
     t0 = time.monotonic()
-    k = min(cfg.modules_per_iteration, len(self.train_modules))
-    idx = self.rng.choice(len(self.train_modules), size=k, replace=False)
-    modules = [self.train_modules[i] for i in idx]
+    pool_mods = self.train_modules
+    if cfg.skip_decisionless:
+      nd = st.setdefault("decisions", {})
+      pool_mods = [m for m in self.train_modules if nd.get(m.name, 1) > 0] or pool_mods
+    k = min(cfg.modules_per_iteration, len(pool_mods))
+    idx = self.rng.choice(len(pool_mods), size=k, replace=False)
+    modules = [pool_mods[i] for i in idx]
     weights = self.current_weights()
     results, cstats = self.collect(modules, weights)
     t_collect = time.monotonic() - t0
@@ -421,7 +453,7 @@ class Trainer:
     self.save_checkpoint()
     with open(self.output / "log.jsonl", "a") as f:
       f.write(json.dumps(rec) + "\n")
-    print(f"iteration {it}: {rec['ok']}/{len(modules)} modules ({rec['failed']} failed, "
+    print(f"iteration {it}: {len(modules)} modules, {rec['ok']} compiles ok ({rec['failed']} failed, "
           f"{rec['cancelled']} cancelled), {decisions} decisions, reward "
           f"{rec['reward_mean']:+.4f}, size vs default {change * 100:+.2f}%, entropy "
           f"{entropy:.3f}, collect {t_collect:.1f}s train {t_train:.1f}s export "
