@@ -1,0 +1,77 @@
+"""Command line of the PPO trainer (tools/train_inlining.py; regalloc reuses `train_main`).
+
+Also runnable as `python -m mlgo.training.cli --problem=... --corpus=... --output=...`.
+"""
+import argparse
+import sys
+
+from mlgo.util.cli import repo_root, user_path
+
+USAGE = """Train a policy with PPO, the policy in the compiler's loop.
+
+  --corpus=DIR --output=DIR [--warmstart=POLICY_DIR] [--trace=DIR]
+  [--gin_files=configs/X.gin] [--gin_bindings=PPOConfig.jobs=2] [--iterations=N]
+  [--time_budget=SECONDS]
+Killing it (even with SIGKILL) and running the same command again resumes from the last
+finished iteration. --output gets: policy/ (latest), policies/iter-N/, checkpoint/,
+tensorboard/, log.jsonl, operative_config.gin. Without --corpus the default corpus is
+used (built once).
+"""
+
+
+def parse_and_bind_gin(gin_files, gin_bindings):
+  import gin  # pylint: disable=import-outside-toplevel
+  from mlgo.training import ppo  # pylint: disable=import-outside-toplevel,unused-import
+  files = []
+  root = repo_root()
+  if root is not None:
+    gin.add_config_file_search_path(str(root))
+    gin.add_config_file_search_path(str(root / "configs"))
+  for g in gin_files:
+    p = user_path(g)
+    if not p.exists() and root is not None and (root / g).exists():
+      p = root / g
+    if not p.exists():
+      raise SystemExit(f"gin file {g} not found (looked in the working dir and the repo)")
+    gin.add_config_file_search_path(str(p.parent))
+    files.append(str(p))
+  gin.parse_config_files_and_bindings(files, gin_bindings)
+
+
+def train_main(argv=None, problem: str | None = None, default_gin: str | None = None):
+  ap = argparse.ArgumentParser(description=USAGE,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--problem", default=problem or "inlining")
+  ap.add_argument("--corpus", help="corpus dir (default: the default corpus)")
+  ap.add_argument("--output", required=True)
+  ap.add_argument("--warmstart", help="policy dir to start from (e.g. from train_bc)")
+  ap.add_argument("--trace", help="default trace dir (normalization + baselines)")
+  ap.add_argument("--gin_files", action="append", default=None)
+  ap.add_argument("--gin_bindings", action="append", default=[])
+  ap.add_argument("--iterations", type=int, help="train until this iteration count")
+  ap.add_argument("--time_budget", type=float, help="stop after about this many seconds")
+  a = ap.parse_args(argv)
+  default_gin = default_gin or f"configs/{a.problem}.gin"
+  gin_files = a.gin_files if a.gin_files is not None else (
+      [default_gin] if repo_root() is not None and (repo_root() / default_gin).exists() else [])
+  parse_and_bind_gin(gin_files, a.gin_bindings)
+  import gin  # pylint: disable=import-outside-toplevel
+  from mlgo.training import ppo  # pylint: disable=import-outside-toplevel
+  if a.corpus:
+    corpus_dir = user_path(a.corpus)
+  else:
+    from mlgo import corpus  # pylint: disable=import-outside-toplevel
+    corpus_dir = corpus.default_corpus()
+  out = user_path(a.output)
+  trainer = ppo.Trainer(corpus_dir, out, problem_name=a.problem,
+                        warmstart=user_path(a.warmstart) if a.warmstart else None,
+                        trace=user_path(a.trace) if a.trace else None)
+  with open(out / "operative_config.gin", "w") as f:
+    f.write(gin.operative_config_str())
+  recs = trainer.run(a.iterations, a.time_budget)
+  print(f"trained to iteration {trainer.state['iteration']}; latest policy: {out / 'policy'}")
+  return 0 if recs or trainer.state["iteration"] > 0 else 1
+
+
+if __name__ == "__main__":
+  sys.exit(train_main())
