@@ -1,0 +1,244 @@
+"""make_corpus on a pre-unpacked local package (no downloads), default_corpus caching,
+config-header stand-ins, include-dir guessing, and the baseline report."""
+import csv
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+from mlgo import corpus as corpus_lib
+from mlgo.corpus import baseline
+from mlgo.corpus import build
+from mlgo.util import toolchain as toolchain_lib
+
+TC = toolchain_lib.toolchain(22)
+
+
+def _tinypkg_root():
+  for base in [pathlib.Path(os.environ.get("TEST_SRCDIR", "/nonexistent")) / "__main__",
+               pathlib.Path(__file__).resolve().parents[3]]:
+    p = base / "testdata" / "corpus" / "tinypkg"
+    if p.is_dir():
+      return p
+  raise FileNotFoundError("testdata/corpus/tinypkg not found")
+
+
+def _cache_with_tinypkg(tmp_path) -> pathlib.Path:
+  """A source cache where tinypkg is already downloaded and unpacked (as fetch_source
+  leaves it), so make_corpus runs without apt."""
+  cache = tmp_path / "sources"
+  shutil.copytree(_tinypkg_root(), cache / "tinypkg")
+  (cache / "tinypkg" / ".unpacked").write_text("tinypkg.dsc\n")
+  return cache
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("built")
+  cache = _cache_with_tinypkg(tmp)
+  stats = build.make_corpus(tmp / "corpus", ["tinypkg"], opt="Oz", jobs=2, llvm_version=22,
+                            cache=cache)
+  return tmp / "corpus", stats
+
+
+def test_make_corpus_counts_and_lists_skipped(built):
+  path, stats = built
+  assert stats["modules"] == 2 and stats["skipped"] == 2 and stats["c++_modules"] == 1
+  assert stats["packages"]["tinypkg"] == {"units": 4, "modules": 2, "skipped": 2, "c": 1,
+                                          "c++": 1}
+  rows = [l.split("\t") for l in (path / "skipped.txt").read_text().splitlines()
+          if not l.startswith("#")]
+  assert sorted(r[1] for r in rows) == ["broken.c", "empty.c"]
+  reasons = {r[1]: r[2] for r in rows}
+  assert "generated_by_configure.h" in reasons["broken.c"] and "error" in reasons["broken.c"]
+  assert "no function definitions" in reasons["empty.c"]
+  c = corpus_lib.load_corpus(path)
+  assert [(m.name, m.language, m.package) for m in c.modules] == [
+      ("tinypkg/checksum.c", "c", "tinypkg"), ("tinypkg/table.cc", "c++", "tinypkg")]
+  assert c.llvm_version == 22 and c.opt_level == "Oz" and not c.problems
+  desc = json.loads((path / "corpus_description.json").read_text())
+  assert desc["mlgo"]["build"]["packages"]["tinypkg"]["skipped"] == 2
+  assert not (path / ".tmp").exists() and not (path / ".gen").exists()
+
+
+def test_make_corpus_O2_and_missing_package(tmp_path):
+  cache = _cache_with_tinypkg(tmp_path)
+  # An unknown package whose cache entry is broken: counted as unavailable, not fatal.
+  (cache / "brokenpkg").mkdir()
+  (cache / "brokenpkg" / ".downloaded").write_text("ok\n")
+  stats = build.make_corpus(tmp_path / "c", ["tinypkg", "brokenpkg"], opt="O2", jobs=1,
+                            llvm_version=22, cache=cache)
+  assert stats["modules"] == 2 and "brokenpkg" in stats["failed_packages"]
+  c = corpus_lib.load_corpus(tmp_path / "c")
+  assert c.opt_level == "O2"
+  assert all("-O2" in m.cc1_flags for m in c.modules)
+  assert "brokenpkg\t*\tpackage unavailable" in (tmp_path / "c" / "skipped.txt").read_text()
+  with pytest.raises(build.BuildError):
+    build.make_corpus(tmp_path / "d", ["tinypkg"], opt="O7", cache=cache)
+
+
+def test_default_corpus_built_once_and_partial_redone(tmp_path, monkeypatch):
+  cache_home = tmp_path / "home"
+  shutil.copytree(_cache_with_tinypkg(tmp_path), cache_home / "sources")
+  monkeypatch.setenv("MLGO_HOME", str(cache_home))
+  monkeypatch.setattr(build, "DEFAULT_PACKAGES", ("tinypkg",))
+  d = corpus_lib.default_corpus(22)
+  assert d == cache_home / "corpora" / "default-llvm22-Oz"
+  assert (d / build.COMPLETE_MARKER).exists()
+  assert len(corpus_lib.load_corpus(d).modules) == 2
+  # Reused: a file added to the finished corpus survives a second call.
+  (d / "sentinel").write_text("x")
+  assert corpus_lib.default_corpus(22) == d and (d / "sentinel").exists()
+  # A partial build (no marker) is redone from scratch.
+  (d / build.COMPLETE_MARKER).unlink()
+  assert corpus_lib.default_corpus(22) == d
+  assert not (d / "sentinel").exists() and (d / build.COMPLETE_MARKER).exists()
+  # The O2 variant lives next to it.
+  d2 = corpus_lib.default_corpus(22, opt="O2")
+  assert d2.name == "default-llvm22-O2" and corpus_lib.load_corpus(d2).opt_level == "O2"
+
+
+def test_generated_config_headers(tmp_path):
+  root = tmp_path / "pkg"
+  (root / "include" / "lib").mkdir(parents=True)
+  (root / "include" / "lib" / "version.h.in").write_text(
+      '#define LIB_VERSION "@VERSION@"\n#define LIB_MAJOR @LIB_MAJOR@\n@LIB_EXTRA_DEF@\n'
+      "#define LIB_INLINE @lib_inline@\n")
+  (root / "port_config.h.in").write_text(
+      "#cmakedefine01 HAVE_FDATASYNC\n#cmakedefine HAVE_FOO 1\n#define N ${N_VALUE}\n")
+  (root / "present.h.in").write_text("#define X @X@\n")
+  (root / "present.h").write_text("#define X 1\n")
+  gen = tmp_path / "gen"
+  build._generate_config_dir(root, gen)
+  v = (gen / "include" / "lib" / "version.h").read_text()
+  assert '#define LIB_VERSION "0"' in v and "#define LIB_MAJOR 0" in v
+  assert "@" not in v and "#define LIB_INLINE inline" in v
+  p = (gen / "port_config.h").read_text()
+  assert "#define HAVE_FDATASYNC 0" in p and "#undef HAVE_FOO" in p and "#define N 0" in p
+  assert not (gen / "present.h").exists()
+  assert (gen / "config.h").exists()
+  # A unit including "lib/version.h" compiles with the guessed include dirs.
+  (root / "src").mkdir()
+  (root / "src" / "v.c").write_text('#include "lib/version.h"\n#include "config.h"\n'
+                                    "int major(void) { return LIB_MAJOR; }\n")
+  flags = build.include_dirs(root) + build.include_dirs(gen)
+  r = subprocess.run([TC.clang, "-fsyntax-only", *flags, str(root / "src" / "v.c")],
+                     capture_output=True, text=True)
+  assert r.returncode == 0, r.stderr
+
+
+def test_include_dirs_order_and_system_header_shadowing(tmp_path):
+  root = tmp_path / "pkg"
+  for d in ("include/pkg", "src", "tests/override", "debian", "win32"):
+    (root / d).mkdir(parents=True)
+  (root / "include" / "pkg" / "api.h").write_text("")
+  (root / "src" / "internal.h").write_text("")
+  (root / "tests" / "override" / "time.h").write_text("#error shadowed\n")
+  (root / "debian" / "x.h").write_text("")
+  (root / "win32" / "config.h").write_text("")
+  flags = build.include_dirs(root)
+  assert flags[0] == f"-I{root}"
+  assert flags.index(f"-I{root / 'include'}") < flags.index(f"-I{root / 'src'}")
+  assert f"-I{root / 'include' / 'pkg'}" in flags
+  assert f"-iquote{root / 'tests' / 'override'}" in flags
+  assert not any("debian" in f or "win32" in f for f in flags)
+  # <time.h> still resolves to the system header.
+  (root / "src" / "t.c").write_text("#include <time.h>\nint f(void){return (int)time(0);}\n")
+  r = subprocess.run([TC.clang, "-fsyntax-only", *flags, str(root / "src" / "t.c")],
+                     capture_output=True, text=True)
+  assert r.returncode == 0, r.stderr
+
+
+def test_find_units_skips_packaging_and_ports(tmp_path):
+  root = tmp_path / "pkg"
+  for d in ("src", "debian", ".pc/patch", "win32", "tests"):
+    (root / d).mkdir(parents=True)
+    (root / d / "a.c").write_text("int a;\n")
+  (root / "src" / "b.cpp").write_text("int b;\n")
+  (root / "src" / "c.h").write_text("")
+  units = build.find_units("pkg", root)
+  assert [(u.rel, u.language) for u in units] == [
+      ("src/a.c", "c"), ("src/b.cpp", "c++"), ("tests/a.c", "c")]
+  assert units[0].name == "pkg/src/a.c"
+
+
+# ---------------------------------------------------------------------------------------
+# Baseline report
+
+
+def test_baseline_report(built, tmp_path):
+  src_path, _ = built
+  path = tmp_path / "corpus"
+  shutil.copytree(src_path, path)
+  # One good extra module and one corrupt one: the report covers all the others.
+  desc = json.loads((path / "corpus_description.json").read_text())
+  shutil.copy(path / "tinypkg/checksum.c.bc", path / "tinypkg/bad.c.bc")
+  shutil.copy(path / "tinypkg/checksum.c.cmd", path / "tinypkg/bad.c.cmd")
+  (path / "tinypkg/bad.c.bc").write_bytes(b"BC\xc0\xde" + b"\0" * 3)
+  desc["modules"].append("tinypkg/bad.c")
+  (path / "corpus_description.json").write_text(json.dumps(desc))
+
+  rep = baseline.run_baseline(path, jobs=2)
+  assert [r.module for r in rep.results] == ["tinypkg/bad.c", "tinypkg/checksum.c",
+                                             "tinypkg/table.cc"]
+  bad = rep.results[0]
+  assert not bad.ok and str(path / "tinypkg/bad.c.bc") in bad.reason
+  assert "\n" not in bad.reason
+  # Sizes equal plain clang -Oz -c of the same bitcode's modules.
+  c = corpus_lib.load_corpus(path)
+  expect = {}
+  for m in c.modules:
+    o = tmp_path / "x.o"
+    subprocess.run(m.compile_argv(TC.clang, str(o)), check=True)
+    expect[m.name] = toolchain_lib.text_size(str(o))
+  assert rep.sizes() == expect and all(v > 0 for v in expect.values())
+  assert rep.total_text == sum(expect.values())
+  by_lang = rep.totals_by("language")
+  assert by_lang["c"]["text_size"] == expect["tinypkg/checksum.c"]
+  assert by_lang["c++"]["text_size"] == expect["tinypkg/table.cc"]
+
+  csv_path = rep.write(tmp_path / "report")
+  rows = list(csv.DictReader(open(csv_path)))
+  assert [r["status"] for r in rows] == ["failed", "ok", "ok"]
+  assert baseline.read_csv(csv_path) == expect
+  summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+  assert summary["total_text_size"] == rep.total_text and summary["modules_failed"] == 1
+  text = rep.format()
+  assert f"total .text: {rep.total_text:,} bytes over 2 modules (1 failed)" in text
+
+
+def test_baseline_compile_failure_is_a_result(built, tmp_path):
+  path, _ = built
+  c = corpus_lib.load_corpus(path)
+  m = c.modules[0]
+  m.cc1_flags = m.cc1_flags + ["-this-flag-does-not-exist"]
+  r = baseline.compile_module(m, TC.clang, str(tmp_path), 0)
+  assert not r.ok and r.reason.startswith("clang exited with 1")
+  assert "-this-flag-does-not-exist" in r.reason
+
+
+def test_baseline_report_tool(built, tmp_path, capsys):
+  import importlib.util
+  tool = None
+  for base in [pathlib.Path(os.environ.get("TEST_SRCDIR", "/nonexistent")) / "__main__",
+               pathlib.Path(__file__).resolve().parents[3]]:
+    if (base / "tools" / "baseline_report.py").exists():
+      tool = base / "tools" / "baseline_report.py"
+      break
+  if tool is None:
+    pytest.skip("tools/baseline_report.py not in runfiles")
+  spec = importlib.util.spec_from_file_location("baseline_report_tool", tool)
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  path, _ = built
+  assert mod.main(["--corpus", str(path), "--output", str(tmp_path / "r"), "--jobs", "1"]) == 0
+  out = capsys.readouterr().out
+  assert "total .text:" in out and (tmp_path / "r" / "baseline.csv").exists()
+  (tmp_path / "broken").mkdir()
+  (tmp_path / "broken" / "corpus_description.json").write_text("{oops")
+  assert mod.main(["--corpus", str(tmp_path / "broken")]) == 1
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and "corpus_description.json: malformed JSON" in err[0]
