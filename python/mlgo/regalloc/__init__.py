@@ -1,0 +1,2 @@
+"""Register-allocation problems (eviction, priority): prepared corpora, the default
+tracer, policy networks, behavioral cloning, PPO training and evaluation."""
