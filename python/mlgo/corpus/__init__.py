@@ -6,7 +6,7 @@
 """
 from mlgo.corpus.format import (Corpus, CorpusError, CorpusModule, CorpusProblem,
                                 CorpusWriter, clean_cc1_flags, load_corpus, read_cmd,
-                                split_for, write_corpus, HELDOUT_FRACTION)
+                                split_for, write_corpus, kind_of, HELDOUT_FRACTION)
 
 
 def default_corpus(llvm_version: int | None = None, opt: str = "Oz", **kwargs):
@@ -21,4 +21,4 @@ def default_corpus(llvm_version: int | None = None, opt: str = "Oz", **kwargs):
 
 __all__ = ["Corpus", "CorpusError", "CorpusModule", "CorpusProblem", "CorpusWriter",
            "clean_cc1_flags", "load_corpus", "read_cmd", "split_for", "write_corpus",
-           "default_corpus", "HELDOUT_FRACTION"]
+           "default_corpus", "kind_of", "HELDOUT_FRACTION"]

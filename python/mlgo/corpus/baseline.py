@@ -22,8 +22,8 @@ from mlgo.corpus import format as fmt
 from mlgo.util import progress as progress_lib
 from mlgo.util import toolchain as toolchain_lib
 
-CSV_FIELDS = ["module", "package", "language", "split", "status", "text_size", "seconds",
-              "reason"]
+CSV_FIELDS = ["module", "package", "language", "split", "kind", "status", "text_size",
+              "seconds", "reason"]
 
 
 @dataclasses.dataclass
@@ -33,6 +33,7 @@ class ModuleResult:
   language: str
   split: str
   ok: bool
+  kind: str = "library"
   text_size: int | None = None
   seconds: float = 0.0
   reason: str | None = None
@@ -76,7 +77,7 @@ class Report:
   def format(self, max_failures: int = 20) -> str:
     lines = [f"baseline (default heuristic, LLVM {self.llvm_version}, -{self.opt_level}) "
              f"on {self.corpus}"]
-    for key, title in (("language", "language"), ("package", "package")):
+    for key, title in (("language", "language"), ("kind", "kind"), ("package", "package")):
       lines.append(f"{title:<12} {'modules':>8} {'failed':>7} {'.text bytes':>14}")
       for k, t in self.totals_by(key).items():
         lines.append(f"{k:<12} {t['modules']:>8} {t['failed']:>7} {t['text_size']:>14,}")
@@ -99,7 +100,8 @@ class Report:
       w = csv.writer(f)
       w.writerow(CSV_FIELDS)
       for r in self.results:
-        w.writerow([r.module, r.package, r.language, r.split, "ok" if r.ok else "failed",
+        w.writerow([r.module, r.package, r.language, r.split, r.kind,
+                    "ok" if r.ok else "failed",
                     "" if r.text_size is None else r.text_size, f"{r.seconds:.3f}",
                     r.reason or ""])
     summary = {"corpus": self.corpus, "llvm_version": self.llvm_version,
@@ -107,6 +109,7 @@ class Report:
                "modules_ok": len(self.ok), "modules_failed": len(self.failures),
                "seconds": round(self.seconds, 1),
                "by_language": self.totals_by("language"),
+               "by_kind": self.totals_by("kind"),
                "by_package": self.totals_by("package")}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return csv_path
@@ -132,7 +135,7 @@ def compile_module(m: fmt.CorpusModule, clang: str, workdir: str, index: int,
                    extra_flags=()) -> ModuleResult:
   """Default-heuristic compile of one module; failures are results, never exceptions."""
   obj = os.path.join(workdir, f"m{index}.o")
-  res = ModuleResult(m.name, m.package, m.language, m.split, ok=False)
+  res = ModuleResult(m.name, m.package, m.language, m.split, ok=False, kind=m.kind)
   t0 = time.monotonic()
   try:
     r = subprocess.run(m.compile_argv(clang, obj, extra_flags), capture_output=True,
@@ -174,7 +177,8 @@ def run_baseline(corpus: fmt.Corpus | str | os.PathLike, jobs: int = 2,
     info = fmt.split_for(p.name, corpus.heldout_fraction)
     parts = pathlib.PurePosixPath(p.name).parts
     results.append(ModuleResult(p.name, parts[0] if len(parts) > 1 else corpus.path.name,
-                                "?", info, ok=False, reason=p.message))
+                                "?", info, ok=False, kind=fmt.kind_of(p.name),
+                                reason=p.message))
   t0 = time.monotonic()
   prog = progress_lib.Progress("baseline", len(todo), stream=stream)
   with tempfile.TemporaryDirectory(prefix="mlgo-baseline-") as work, \

@@ -426,7 +426,7 @@ def import_corpus(src: str | os.PathLike, output: str | os.PathLike,
                        extra_meta={"imported_from": str(pathlib.Path(src).resolve())})
   for m in c.modules:
     w.add(m.name, m.bc_path, m.cc1_flags, package=m.package, language=m.language,
-          split=m.split, source=m.source)
+          split=m.split, source=m.source, kind=m.kind)
   w.finish()
   with open(out / "skipped.txt", "w") as f:
     f.write("# module\tproblem\n")

@@ -14,7 +14,7 @@ kept out of the description):
     corpus_description.json["mlgo"]  {"format": 1, "llvm_version", "clang_version",
                                       "opt_level", "heldout_fraction"}
     DIR/mlgo_modules.json            {"modules": {NAME: {"package", "language", "split",
-                                      "source"?}}}
+                                      "kind", "source"?}}}
 A corpus without them (made by mlgo-utils) is read as it is: see `load_corpus` for how
 each missing fact is inferred.
 """
@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import shutil
 from typing import Iterable, Sequence
 
@@ -125,6 +126,9 @@ class CorpusModule:
   split: str  # "train" | "heldout"
   source: str | None = None  # original source path (ours only), for reports
   thinlto_index: str | None = None
+  # "test" for test/fuzz/benchmark code (often large gtest-heavy C++ units that dominate
+  # compile time and .text), else "library". From metadata or inferred from the name.
+  kind: str = "library"
 
   def compile_argv(self, clang: str, output: str, extra_flags: Sequence[str] = (),
                    action: str = "-emit-obj") -> list[str]:
@@ -245,6 +249,15 @@ def _language_of_filename(name: str) -> str | None:
   return None
 
 
+_TEST_RE = re.compile(r"(^|[/_.-])(tests?|testing|unittests?|fuzz|fuzzing|fuzzers?|"
+                      r"bench|benchmarks?)([/_.-]|$)")
+
+
+def kind_of(name: str) -> str:
+  """"test" for test/fuzz/benchmark sources (by path), else "library"."""
+  return "test" if _TEST_RE.search(name.lower()) else "library"
+
+
 def _opt_level_of(flags: Sequence[str]) -> str | None:
   level = None
   for f in flags:
@@ -351,7 +364,8 @@ def load_corpus(path: str | os.PathLike, strict: bool = False,
     modules.append(CorpusModule(name=name, bc_path=str(bc), cmd_path=str(cmd),
                                 cc1_flags=flags, package=package, language=language,
                                 split=split, source=info.get("source"),
-                                thinlto_index=thin))
+                                thinlto_index=thin,
+                                kind=info.get("kind") or kind_of(name)))
   provenance["modules"] = "metadata" if per_module else "inferred"
 
   if "llvm_version" in meta:
@@ -401,7 +415,7 @@ class CorpusWriter:
 
   def add(self, name: str, bc: str | os.PathLike | bytes, cc1_flags: Sequence[str], *,
           package: str, language: str, split: str | None = None,
-          source: str | None = None, move: bool = False) -> str:
+          source: str | None = None, move: bool = False, kind: str | None = None) -> str:
     if name in self._modules:
       raise CorpusError(f"{self.path}: duplicate module name {name!r}")
     if language not in ("c", "c++"):
@@ -420,7 +434,8 @@ class CorpusWriter:
         shutil.copyfile(bc, dest)
     (self.path / (name + ".cmd")).write_bytes("\0".join(cc1_flags).encode("utf-8"))
     entry = {"package": package, "language": language,
-             "split": split or split_for(name, self.heldout_fraction)}
+             "split": split or split_for(name, self.heldout_fraction),
+             "kind": kind or kind_of(name)}
     if source:
       entry["source"] = source
     self._modules[name] = entry
@@ -456,5 +471,5 @@ def write_corpus(path: str | os.PathLike, modules: Iterable[CorpusModule], *,
                    clang_version=clang_version, heldout_fraction=heldout_fraction)
   for m in modules:
     w.add(m.name, m.bc_path, m.cc1_flags, package=m.package, language=m.language,
-          split=m.split, source=m.source)
+          split=m.split, source=m.source, kind=m.kind)
   return w.finish()

@@ -336,3 +336,15 @@ def test_bitcode_producer_and_version_check(tmp_path, units):
     subprocess.run([clang19, "-Oz", "-Xclang", "-disable-llvm-passes", "-emit-llvm", "-c",
                     str(_tinypkg_root() / "src/checksum.c"), "-o", str(o)], check=True)
     assert bitcode.producer_llvm_version(bitcode.inspect_bitcode(str(o))) == 19
+
+
+def test_kind_inferred_and_recorded(tmp_path, units):
+  assert corpus_lib.kind_of("leveldb/db/db_test.cc") == "test"
+  assert corpus_lib.kind_of("fmtlib/test/fuzzing/chrono-duration.cc") == "test"
+  assert corpus_lib.kind_of("snappy/snappy_benchmark.cc") == "test"
+  assert corpus_lib.kind_of("leveldb/util/testutil.cc") == "library"
+  assert corpus_lib.kind_of("zlib/deflate.c") == "library"
+  c = corpus_lib.load_corpus(_write(tmp_path, units))
+  assert {m.kind for m in c.modules} == {"library"}
+  meta = json.loads((c.path / "mlgo_modules.json").read_text())
+  assert meta["modules"]["tinypkg/checksum.c"]["kind"] == "library"
