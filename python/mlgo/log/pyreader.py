@@ -197,9 +197,9 @@ class StreamReader:
   def _line(self, limit: int, what: str, eof_ok: bool) -> Optional[bytes]:
     """The next line without its newline; None at EOF if eof_ok and nothing left."""
     start = self._offset()
-    scanned = self._pos
+    scanned = 0  # bytes after _pos known to hold no newline (_fill may move _pos)
     while True:
-      nl = self._buf.find(b"\n", scanned, self._pos + limit + 1)
+      nl = self._buf.find(b"\n", self._pos + scanned, self._pos + limit + 1)
       if nl >= 0:
         line = bytes(self._buf[self._pos:nl])
         self._pos = nl + 1
@@ -207,7 +207,7 @@ class StreamReader:
       have = len(self._buf) - self._pos
       if have > limit:
         raise LogFormatError(start, f"{what} line longer than {limit} bytes")
-      scanned = len(self._buf)
+      scanned = have
       if not self._fill():
         if have == 0 and eof_ok:
           return None
