@@ -103,7 +103,11 @@ std::string compareFeatures(const std::vector<TensorSpec> &Compiler) {
                     LLVM_VERSION_STRING + ") computes (" + When + "):" + Diff +
                     "\nRebuild the plugin from a policy trained with this compiler's "
                     "features.";
-  report_fatal_error(Twine(Msg), /*gen_crash_diag=*/false);
+  // Not report_fatal_error: clang turns that into a crash report with a stack dump,
+  // which reads like a compiler bug. This is a configuration error.
+  errs() << "error: " << Msg << "\n";
+  errs().flush();
+  std::exit(1);
 }
 
 const std::vector<TensorSpec> &initialFeatures() {

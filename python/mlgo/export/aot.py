@@ -13,6 +13,9 @@ import shutil
 import subprocess
 import sys
 
+# TF's C++ logging (CUDA probes, oneDNN notes) would bury our messages.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
 SIGNATURE = "action"
 # Inputs tf-agents policies carry that no compiler sends; the native code feeds zeros.
 BOOKKEEPING_INPUTS = ("step_type", "discount", "reward")
