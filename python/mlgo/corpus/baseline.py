@@ -191,8 +191,8 @@ def run_baseline(corpus: fmt.Corpus | str | os.PathLike, jobs: int = 2,
       results.append(r)
       total += r.text_size or 0
       prog.update(1, 0 if r.ok else 1, extra=f".text {total:,} B")
-  if todo:
-    prog.close()
+  if todo and getattr(prog, "_tty", False):
+    prog.close()  # a log already got the final line from update()
   results.sort(key=lambda r: r.module)
   return Report(corpus=str(corpus.path), llvm_version=version, opt_level=corpus.opt_level,
                 results=results, seconds=time.monotonic() - t0)

@@ -102,6 +102,23 @@ class UnitResult:
   bc: str | None = None
 
 
+PARTIAL_MARKER = ".mlgo_partial"
+
+
+def _prepare_output(out: pathlib.Path) -> None:
+  """Empties `out` for a new corpus, refusing to delete a directory that is not one."""
+  if out.exists():
+    if not out.is_dir():
+      raise BuildError(f"{out}: exists and is not a directory")
+    ours = (out / fmt.DESCRIPTION).exists() or (out / PARTIAL_MARKER).exists()
+    if any(out.iterdir()) and not ours:
+      raise BuildError(f"{out}: not empty and not a corpus; refusing to replace it "
+                       f"(choose a new --output directory)")
+    shutil.rmtree(out)
+  out.mkdir(parents=True)
+  (out / PARTIAL_MARKER).write_text("being built by mlgo make_corpus\n")
+
+
 def _run(cmd, cwd=None, timeout=600) -> subprocess.CompletedProcess:
   return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                         errors="replace")
@@ -321,9 +338,7 @@ def make_corpus(output: str | os.PathLike, packages=DEFAULT_PACKAGES, opt: str =
     raise BuildError(f"unknown optimization level -{opt} (use Oz, Os, O1, O2 or O3)")
   cache = pathlib.Path(cache) if cache else cli.mlgo_home() / "sources"
   out = pathlib.Path(output)
-  if out.exists():
-    shutil.rmtree(out)
-  out.mkdir(parents=True)
+  _prepare_output(out)
   writer = fmt.CorpusWriter(out, llvm_version=llvm_version, opt_level=opt,
                             clang_version=toolchain_lib.clang_version_string(llvm_version))
   stats = {"packages": {}, "failed_packages": {}}
@@ -393,6 +408,7 @@ def make_corpus(output: str | os.PathLike, packages=DEFAULT_PACKAGES, opt: str =
   writer.finish()
   with open(out / "build_stats.json", "w") as f:
     json.dump(stats, f, indent=2)
+  (out / PARTIAL_MARKER).unlink()
   return stats
 
 
@@ -419,8 +435,9 @@ def import_corpus(src: str | os.PathLike, output: str | os.PathLike,
       c.provenance.get("llvm_version") != "default (unknown)":
     print(f"make_corpus: note: {src} bitcode says LLVM {c.llvm_version}", file=sys.stderr)
   out = pathlib.Path(output)
-  if out.exists():
-    shutil.rmtree(out)
+  if out.resolve() == pathlib.Path(src).resolve():
+    raise BuildError(f"{out}: --import source and --output are the same directory")
+  _prepare_output(out)
   w = fmt.CorpusWriter(out, llvm_version=c.llvm_version, opt_level=c.opt_level,
                        clang_version=c.clang_version,
                        extra_meta={"imported_from": str(pathlib.Path(src).resolve())})
@@ -432,6 +449,7 @@ def import_corpus(src: str | os.PathLike, output: str | os.PathLike,
     f.write("# module\tproblem\n")
     for p in c.problems:
       f.write(f"{p.name}\t{p.message}\n")
+  (out / PARTIAL_MARKER).unlink()
   return {"modules": len(c.modules), "skipped": len(c.problems),
           "c++_modules": sum(m.language == "c++" for m in c.modules),
           "packages_with_modules": len({m.package for m in c.modules})}
@@ -471,6 +489,8 @@ def default_corpus(llvm_version: int | None = None, opt: str = "Oz", jobs: int =
     stream = stream or sys.stderr
     print(f"mlgo: building the default corpus into {d} (once; a few minutes)", file=stream,
           flush=True)
+    if d.exists():  # a partial build (ours by location): start over
+      shutil.rmtree(d)
     stats = make_corpus(d, DEFAULT_PACKAGES, opt=opt, jobs=jobs, llvm_version=llvm_version,
                         stream=stream)
     print(format_stats(stats), file=stream, flush=True)

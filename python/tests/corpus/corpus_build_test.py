@@ -242,3 +242,22 @@ def test_baseline_report_tool(built, tmp_path, capsys):
   assert mod.main(["--corpus", str(tmp_path / "broken")]) == 1
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and "corpus_description.json: malformed JSON" in err[0]
+
+
+def test_make_corpus_refuses_to_replace_other_directories(tmp_path):
+  cache = _cache_with_tinypkg(tmp_path)
+  precious = tmp_path / "precious"
+  precious.mkdir()
+  (precious / "notes.txt").write_text("keep me")
+  with pytest.raises(build.BuildError) as e:
+    build.make_corpus(precious, ["tinypkg"], cache=cache, jobs=1)
+  assert "refusing to replace" in str(e.value) and str(precious) in str(e.value)
+  assert (precious / "notes.txt").read_text() == "keep me"
+  # An earlier corpus, or an interrupted build, is replaced.
+  out = tmp_path / "out"
+  build.make_corpus(out, ["tinypkg"], cache=cache, jobs=1)
+  assert not (out / build.PARTIAL_MARKER).exists()
+  build.make_corpus(out, ["tinypkg"], cache=cache, jobs=1)
+  (out / "corpus_description.json").unlink()
+  (out / build.PARTIAL_MARKER).write_text("")
+  assert build.make_corpus(out, ["tinypkg"], cache=cache, jobs=1)["modules"] == 2
