@@ -227,6 +227,10 @@ def _generate_config_dir(root: pathlib.Path, gen: pathlib.Path) -> None:
           text = _CMAKEDEFINE01.sub(lambda m: f"#define {m.group(1)} 0", text)
           text = _CMAKEDEFINE.sub(lambda m: f"/* #undef {m.group(1)} */", text)
           text = re.sub(r"^[ \t]*@[A-Za-z_][A-Za-z0-9_]*@[ \t]*$", "", text, flags=re.M)
+          # A type stand-in (`#define uint32_t @JSON_UINT32@`) must not become 0: the
+          # system headers have the type.
+          text = re.sub(r"^([ \t]*#[ \t]*define[ \t]+\w+_t[ \t]+[@$].*)$", r"/* \1 */",
+                        text, flags=re.M)
           text = re.sub(r"@[A-Za-z_][A-Za-z0-9_]*@", _autoconf_value, text)
           text = re.sub(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}", "0", text)
           # Mirror the relative location so "dir/x.h" includes resolve too.

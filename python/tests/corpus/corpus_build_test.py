@@ -106,7 +106,7 @@ def test_generated_config_headers(tmp_path):
   (root / "include" / "lib").mkdir(parents=True)
   (root / "include" / "lib" / "version.h.in").write_text(
       '#define LIB_VERSION "@VERSION@"\n#define LIB_MAJOR @LIB_MAJOR@\n@LIB_EXTRA_DEF@\n'
-      "#define LIB_INLINE @lib_inline@\n")
+      "#define LIB_INLINE @lib_inline@\n#define int32_t @LIB_INT32@\n")
   (root / "port_config.h.in").write_text(
       "#cmakedefine01 HAVE_FDATASYNC\n#cmakedefine HAVE_FOO 1\n#define N ${N_VALUE}\n")
   (root / "present.h.in").write_text("#define X @X@\n")
@@ -115,7 +115,7 @@ def test_generated_config_headers(tmp_path):
   build._generate_config_dir(root, gen)
   v = (gen / "include" / "lib" / "version.h").read_text()
   assert '#define LIB_VERSION "0"' in v and "#define LIB_MAJOR 0" in v
-  assert "@" not in v and "#define LIB_INLINE inline" in v
+  assert "#define LIB_INLINE inline" in v and "#define int32_t 0" not in v
   p = (gen / "port_config.h").read_text()
   assert "#define HAVE_FDATASYNC 0" in p and "#undef HAVE_FOO" in p and "#define N 0" in p
   assert not (gen / "present.h").exists()
