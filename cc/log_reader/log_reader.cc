@@ -16,7 +16,7 @@ namespace mlgo::logreader {
 
 namespace {
 
-constexpr size_t kChunk = size_t{1} << 20;
+constexpr size_t kMaxChunk = size_t{1} << 20;
 constexpr int64_t kMaxIndex = INT64_MAX;
 
 struct TypeInfo {
@@ -213,21 +213,29 @@ void Reader::Fail(uint64_t offset, std::string problem) {
 
 bool Reader::Fill(size_t want) {
   if (eof_) return false;
-  if (buf_.size() - end_ < kChunk) {
+  if (cap_ - end_ < chunk_) {
     if (pos_ > 0) {  // drop consumed bytes first
-      std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
+      std::memmove(buf_.get(), buf_.get() + pos_, end_ - pos_);
       base_ += pos_;
       end_ -= pos_;
       pos_ = 0;
     }
-    if (buf_.size() - end_ < kChunk)
-      buf_.resize(std::max(buf_.size() * 2, end_ + std::max(kChunk, want)));
+    if (cap_ - end_ < chunk_) {
+      size_t cap = std::max(cap_ * 2, end_ + std::max(chunk_, want));
+      std::unique_ptr<char[]> bigger(new char[cap]);  // not zeroed: only [0, end_) is read
+      if (end_) std::memcpy(bigger.get(), buf_.get(), end_);
+      buf_ = std::move(bigger);
+      cap_ = cap;
+    }
   }
-  size_t n = source_->Read(buf_.data() + end_, buf_.size() - end_);
+  size_t room = cap_ - end_;
+  size_t n = source_->Read(buf_.get() + end_, room);
   if (n == 0) {
     eof_ = true;
     return false;
   }
+  // Sources that fill every read (files) get bigger reads, up to kMaxChunk.
+  if (n == room && chunk_ < kMaxChunk) chunk_ *= 2;
   end_ += n;
   return true;
 }
@@ -245,10 +253,10 @@ bool Reader::Line(size_t limit, const char* what, bool eof_ok, const char** line
     size_t have = end_ - pos_;
     size_t lim = std::min(have, limit + 1);
     if (scanned < lim) {
-      const char* from = buf_.data() + pos_ + scanned;
+      const char* from = buf_.get() + pos_ + scanned;
       const void* nl = std::memchr(from, '\n', lim - scanned);
       if (nl) {
-        *line = buf_.data() + pos_;
+        *line = buf_.get() + pos_;
         *len = static_cast<const char*>(nl) - *line;
         pos_ += *len + 1;
         return true;
@@ -307,7 +315,7 @@ void Reader::Tensors(size_t n, uint64_t start, const std::string& what) {
     Fail(start, what + ": " + std::to_string(n) + " bytes of tensor data are followed by byte " +
                     b + ", not a newline");
   }
-  event_.data = buf_.data() + pos_;
+  event_.data = buf_.get() + pos_;
   event_.size = n;
   pos_ += n + 1;
 }

@@ -135,7 +135,9 @@ class Reader {
   [[noreturn]] void Fail(uint64_t offset, std::string problem);
 
   std::unique_ptr<Source> source_;
-  std::vector<char> buf_;
+  std::unique_ptr<char[]> buf_;
+  size_t cap_ = 0;
+  size_t chunk_ = size_t{1} << 14;  // free space wanted before a read
   size_t pos_ = 0;     // next unread byte in buf_
   size_t end_ = 0;     // end of valid bytes in buf_
   uint64_t base_ = 0;  // stream offset of buf_[0]
