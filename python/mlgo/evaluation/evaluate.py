@@ -20,7 +20,7 @@ import sys
 import time
 
 from mlgo import corpus as corpus_lib
-from mlgo.training import adapters, collect
+from mlgo.training import adapters, collect, envshim
 from mlgo.util.progress import Progress
 from mlgo.workers import make_pool
 
@@ -29,7 +29,7 @@ REGRESSION_THRESHOLD = 0.01
 
 def compile_pair(module, problem_name, ref, llvm_version, timeout):
   """Work item: default compile and policy compile of one module -> small summaries."""
-  from mlgo import env, problems  # pylint: disable=import-outside-toplevel
+  env, problems = envshim.env_and_problems()
   adapter = adapters.get_adapter(problem_name)
   problem = problems.get_problem(problem_name)
 

@@ -50,7 +50,8 @@ class TrainingAdapter:
 
   # --- problem description -------------------------------------------------
   def problem(self):
-    from mlgo import problems  # pylint: disable=import-outside-toplevel
+    from mlgo.training import envshim  # pylint: disable=import-outside-toplevel
+    _, problems = envshim.env_and_problems()
     return problems.get_problem(self.PROBLEM)
 
   def policy_features(self, all_features) -> list[dict]:

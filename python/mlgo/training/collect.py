@@ -1,7 +1,7 @@
 """Work items run by worker pools: one compile of one module with a policy in the loop."""
 import time
 
-from mlgo.training import policy_io
+from mlgo.training import envshim, policy_io
 
 _DEFAULT = "default"
 
@@ -17,7 +17,7 @@ def policy_ref(policy_dir_or_spec, weights=None, greedy=True):
 
 
 def make_policy(ref, seed=None):
-  from mlgo import env  # pylint: disable=import-outside-toplevel
+  env, _ = envshim.env_and_problems()
   if ref == _DEFAULT:
     return env.DefaultPolicy()
   spec, weights, greedy = ref
@@ -28,7 +28,7 @@ def compile_one(module, problem_name: str, ref, seed=None, llvm_version: int = 2
                 timeout: float = 300.0, with_default: bool = False):
   """Compiles `module` with policy `ref`; with_default also compiles with the default
   heuristic first (for a missing baseline). Returns (result, default_result|None)."""
-  from mlgo import env, problems  # pylint: disable=import-outside-toplevel
+  env, problems = envshim.env_and_problems()
   problem = problems.get_problem(problem_name)
   default_result = None
   if with_default and ref != _DEFAULT:

@@ -14,7 +14,8 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
                            jobs: int = 2, timeout: float = 300.0, seed: int = 0,
                            split: str = "train", pool_kind: str = "process",
                            stream=sys.stderr) -> dict:
-  from mlgo import problems  # pylint: disable=import-outside-toplevel
+  from mlgo.training import envshim  # pylint: disable=import-outside-toplevel
+  _, problems = envshim.env_and_problems()
   corpus = corpus_lib.load_corpus(corpus_dir)
   problem = problems.get_problem(problem_name)
   adapter = adapters.get_adapter(problem_name)

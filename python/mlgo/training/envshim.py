@@ -1,0 +1,14 @@
+"""Access to mlgo.env / mlgo.problems, with a minimal inlining-only stand-in.
+
+The stand-in (`_stopgap_env`) exists so training could be developed before the
+environment package landed; `mlgo.env` is always preferred when importable.
+"""
+
+
+def env_and_problems():
+  try:
+    from mlgo import env, problems  # pylint: disable=import-outside-toplevel
+    return env, problems
+  except ImportError:
+    from mlgo.training import _stopgap_env as s  # pylint: disable=import-outside-toplevel
+    return s, s
