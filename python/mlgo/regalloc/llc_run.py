@@ -286,6 +286,14 @@ def run_llc(bc_path: str, llc_flags, problem: str,
       key = "default_index" if problem == EVICTION else "default_priority"
       for name, feats in read_trace(trace_log).items():
         defaults[name] = feats[key].reshape(-1)
+        if problem == EVICTION and name in trajs:
+          # The tracer maps the ML advisor's register back to a column with its own
+          # reading of the allocation order; it must agree with what we answered.
+          ours = np.asarray(trajs[name]["act"], np.int64)
+          theirs = feats["policy_index"].reshape(-1)
+          if len(ours) != len(theirs) or not np.array_equal(ours, theirs):
+            return _fail(proc, f"tracer column mapping disagrees with the channel in "
+                         f"{name}: the tracer does not match this LLVM", tmp, start)
     for name in order:
       t = trajs[name]
       feats = {k: np.stack([o[k] for o in t["obs"]]) for k in t["obs"][0]}
