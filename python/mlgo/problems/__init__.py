@@ -1,0 +1,43 @@
+"""Problems: what the policy decides inside the compiler, described as data.
+
+A `Problem` says which tool runs (clang or llc), which flags turn on LLVM's interactive
+channel, what the compiler sends (features), what it expects back (action), how the
+compiler's default heuristic decides (or a deterministic stand-in when the channel does
+not send it) and how the reward is computed. Collection, training, export and evaluation
+code only talk to this description.
+
+    problem = mlgo.problems.get_problem("inlining")
+    problem.features      # list[FeatureSpec] the policy sees
+    problem.action        # ActionSpec(name, dtype, shape, low, high)
+
+Registered: "inlining" (inlining.py), "regalloc_eviction" and "regalloc_priority"
+(regalloc.py). Each module's docstring documents its reward precisely.
+"""
+from mlgo.problems.base import ActionSpec, Problem, ProblemError
+from mlgo.problems import inlining as _inlining
+from mlgo.problems import regalloc as _regalloc
+
+_REGISTRY = {
+    "inlining": _inlining.make_problem,
+    "regalloc_eviction": _regalloc.make_eviction_problem,
+    "regalloc_priority": _regalloc.make_priority_problem,
+}
+_CACHE: dict = {}
+
+
+def problem_names() -> list[str]:
+  return list(_REGISTRY)
+
+
+def get_problem(name: str) -> Problem:
+  """The registered problem `name`; KeyError listing the known names otherwise."""
+  if isinstance(name, Problem):
+    return name
+  if name not in _REGISTRY:
+    raise KeyError(f"unknown problem {name!r}; known: {', '.join(_REGISTRY)}")
+  if name not in _CACHE:
+    _CACHE[name] = _REGISTRY[name]()
+  return _CACHE[name]
+
+
+__all__ = ["ActionSpec", "Problem", "ProblemError", "get_problem", "problem_names"]

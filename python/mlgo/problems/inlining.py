@@ -1,0 +1,90 @@
+"""Inlining for size: clang at the corpus' -O level (normally -Oz), one decision per call site.
+
+Channel: `-mllvm -enable-ml-inliner=release -mllvm -inliner-interactive-channel-base=BASE
+-mllvm -inliner-interactive-include-default`. Per call site the compiler sends 38 int64
+features (shape [1]) plus `inlining_default`, and reads one int64: 1 = inline, 0 = don't.
+
+Default decision, by version (verified with clang-22.1 and clang-19.1 on this machine):
+  - LLVM 22: `inlining_default` carries the default heuristic's decision.
+  - LLVM 19: `inlining_default` is always 0; the default decision arrives in the
+    `callee_basic_block_count` slot, whose real value is therefore lost. We take the
+    default from that slot and set the policy-visible `callee_basic_block_count` to 0, so
+    the policy never sees the default decision disguised as a feature.
+Answering the default for every call site reproduces the plain compile byte for byte
+on both versions (python/tests/env).
+
+Reward: the `.text` size in bytes of the object file (sum of all SHT_PROGBITS sections
+named .text or .text.*, read from the ELF section headers by mlgo.util.toolchain.text_size).
+Lower is better; reported as {"text_size": int}.
+"""
+import numpy as np
+
+from mlgo.problems.base import ActionSpec, Problem, first, spec
+
+FEATURE_NAMES = [
+    "sroa_savings", "sroa_losses", "load_elimination", "call_penalty",
+    "call_argument_setup", "load_relative_intrinsic", "lowered_call_arg_setup",
+    "indirect_call_penalty", "jump_table_penalty", "case_cluster_penalty",
+    "switch_default_dest_penalty", "switch_penalty", "unsimplified_common_instructions",
+    "num_loops", "dead_blocks", "simplified_instructions", "constant_args",
+    "constant_offset_ptr_args", "callsite_cost", "cold_cc_penalty",
+    "last_call_to_static_bonus", "is_multiple_blocks", "nested_inlines",
+    "nested_inline_cost_estimate", "threshold", "callee_basic_block_count",
+    "callsite_height", "node_count", "nr_ctant_params", "cost_estimate", "edge_count",
+    "caller_users", "caller_conditionally_executed_blocks", "caller_basic_block_count",
+    "callee_conditionally_executed_blocks", "callee_users", "is_callee_avail_external",
+    "is_caller_avail_external",
+]
+DEFAULT_FEATURE = "inlining_default"
+# LLVM versions whose interactive inliner puts the default decision into this slot.
+_DEFAULT_IN_SLOT = {19: "callee_basic_block_count"}
+_ZERO = np.zeros((1,), np.int64)
+
+
+def default_slot(llvm_version: int) -> str:
+  """Name of the feature that carries the default decision for `llvm_version`."""
+  if llvm_version <= 19:
+    return _DEFAULT_IN_SLOT[19]
+  return DEFAULT_FEATURE
+
+
+def prepare(obs: dict, llvm_version: int):
+  """Raw features -> (policy features, default decision)."""
+  if llvm_version <= 19:
+    slot = _DEFAULT_IN_SLOT[19]
+    default = int(first(obs[slot]) != 0)
+    obs[slot] = _ZERO
+  else:
+    default = int(first(obs[DEFAULT_FEATURE]) != 0)
+  obs[DEFAULT_FEATURE] = np.full((1,), default, np.int64)
+  return obs, default
+
+
+def default_action(obs: dict) -> np.int64:
+  return np.int64(first(obs[DEFAULT_FEATURE]))
+
+
+def validate(action, obs):
+  a = int(np.asarray(action).reshape(-1)[0])
+  if a in (0, 1):
+    return np.int64(a), False
+  return np.int64(1 if a > 0 else 0), True
+
+
+def make_problem() -> Problem:
+  return Problem(
+      name="inlining",
+      tool="clang",
+      features=[spec(n, np.int64) for n in FEATURE_NAMES],
+      action=ActionSpec("inlining_decision", np.dtype(np.int64), (1,), 0, 1),
+      reward_description=".text bytes of the object file (lower is better)",
+      higher_is_better=False,
+      channel_option="-inliner-interactive-channel-base",
+      enable_options=("-enable-ml-inliner=release", "-inliner-interactive-include-default"),
+      hidden_features=(DEFAULT_FEATURE,),
+      prepare=prepare,
+      default_action=default_action,
+      validate=validate,
+      default_description="the compiler's own decision (inlining_default; on LLVM 19 the "
+                          "callee_basic_block_count slot)",
+  )

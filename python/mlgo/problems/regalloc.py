@@ -1,0 +1,228 @@
+"""Register allocation problems for llc's greedy allocator: eviction and priority.
+
+Input: middle-end-optimized bitcode (e.g. `clang -O2 -emit-llvm -c`, or a corpus module
+run through clang's optimization pipeline) compiled by llc with optional llc flags.
+
+regalloc_eviction: `-regalloc-enable-advisor=release
+-regalloc-evict-interactive-channel-base=BASE`. When the allocator considers evicting,
+llc sends 20 tensors of shape [1,33] (columns 0..31: one per candidate physical
+register, described by the live ranges that interfere with it; column 32: the virtual
+register being allocated) plus `progress` [1], and reads one int64: the column whose
+interference to evict, 32 meaning "evict nothing". `mask` marks the columns that may be
+chosen. An unmasked answer crashes LLVM 22, so the environment never sends one: any
+invalid answer is replaced by the default-equivalent choice and counted in
+`CompileResult.corrections`.
+  Default-equivalent choice (the channel does not send the default advisor's pick):
+  among valid columns 0..31, the one with the fewest broken hints (`nr_broken_hints`),
+  ties broken by the lowest `use_def_density` (a spill-weight proxy), then the lowest
+  index; if that column's density is not below the candidate's own (column 32) and
+  column 32 is valid, 32. This follows the structure of LLVM's default rule (minimize
+  broken hints, then the heaviest evicted weight, and only evict lighter ranges) but is
+  an approximation, not the default advisor's exact decision.
+
+regalloc_priority: `-regalloc-enable-priority-advisor=release
+-regalloc-priority-interactive-channel-base=BASE`. Per live range llc sends li_size
+(int64), stage (int64), weight (float32), each [1], and reads one float32: the priority
+(llc truncates it to unsigned; larger is allocated first).
+  Default-equivalent choice: float(li_size). LLVM's default priority is the live range
+  size plus bits for register class priority, hints and local/global ranges, which the
+  channel does not expose; size is its main term for global ranges.
+
+Reward (both problems), per function, lower is better:
+  cost(f) = 1.0 * TotalSpillsCost + 4.0 * TotalReloadsCost
+          + 1.0 * TotalFoldedSpillsCost + 4.0 * TotalFoldedReloadsCost
+          + 0.2 * TotalCopiesCost
+read from the greedy allocator's `SpillReloadCopies` remark of `f` (function-wide, not the
+per-loop `LoopSpillReloadCopies`), produced with `-pass-remarks-output=FILE
+-pass-remarks-filter=regalloc`. Each Total*Cost is the count of such instructions
+weighted by their block's frequency relative to the entry block. The weights are LLVM's
+RegAllocScore ones: stores 1, loads 4, copies 0.2; an instruction that folds both a
+reload and a spill (read-modify-write of a stack slot) counts 4 + 1 = 5, RegAllocScore's
+load-store weight. Unlike RegAllocScore this counts only allocator-introduced spill
+code (loads/stores the program had anyway are policy-independent) and no
+rematerializations (the remarks do not report them). A function without a remark has
+no spill code: cost 0. Reported as {"functions": {name: cost}, "total": sum}.
+"""
+import re
+
+import numpy as np
+
+from mlgo.problems.base import ActionSpec, Problem, first, spec
+
+N_COLUMNS = 33
+CANDIDATE_COLUMN = 32
+_INT_FEATURES = ("mask", "is_free", "is_hint", "is_local", "max_stage", "min_stage")
+EVICTION_FEATURE_NAMES = [
+    "mask", "is_free", "nr_urgent", "nr_broken_hints", "is_hint", "is_local",
+    "nr_rematerializable", "nr_defs_and_uses", "weighed_reads_by_max",
+    "weighed_writes_by_max", "weighed_read_writes_by_max", "weighed_indvars_by_max",
+    "hint_weights_by_max", "start_bb_freq_by_max", "end_bb_freq_by_max",
+    "hottest_bb_freq_by_max", "liverange_size", "use_def_density", "max_stage",
+    "min_stage", "progress",
+]
+
+COST_WEIGHTS = {
+    "TotalSpillsCost": 1.0,
+    "TotalReloadsCost": 4.0,
+    "TotalFoldedSpillsCost": 1.0,
+    "TotalFoldedReloadsCost": 4.0,
+    "TotalCopiesCost": 0.2,
+}
+REMARKS_FLAGS = ("-pass-remarks-filter=regalloc",)
+
+
+def _eviction_features():
+  out = []
+  for n in EVICTION_FEATURE_NAMES:
+    if n == "progress":
+      out.append(spec(n, np.float32, (1,)))
+    else:
+      out.append(spec(n, np.int64 if n in _INT_FEATURES else np.float32, (1, N_COLUMNS)))
+  return out
+
+
+def _prepare_same(obs, llvm_version):
+  return obs, None
+
+
+def eviction_default(obs: dict) -> np.int64:
+  """The default-equivalent column (module docstring)."""
+  mask = np.asarray(obs["mask"]).reshape(-1)
+  hints = np.asarray(obs["nr_broken_hints"]).reshape(-1)
+  density = np.asarray(obs["use_def_density"]).reshape(-1)
+  valid = np.flatnonzero(mask[:CANDIDATE_COLUMN])
+  if valid.size == 0:
+    return np.int64(CANDIDATE_COLUMN if mask[CANDIDATE_COLUMN] else _any_valid(mask))
+  # lexsort: last key is primary.
+  best = valid[np.lexsort((valid, density[valid], hints[valid]))[0]]
+  if mask[CANDIDATE_COLUMN] and density[best] >= density[CANDIDATE_COLUMN]:
+    return np.int64(CANDIDATE_COLUMN)
+  return np.int64(best)
+
+
+def _any_valid(mask) -> int:
+  nz = np.flatnonzero(mask)
+  return int(nz[0]) if nz.size else CANDIDATE_COLUMN
+
+
+def eviction_validate(action, obs):
+  """(a masked-valid column, corrected?)."""
+  mask = obs["mask"].reshape(-1)
+  try:
+    a = int(np.asarray(action).reshape(-1)[0])
+  except (TypeError, ValueError, OverflowError):
+    a = -1
+  if 0 <= a < N_COLUMNS and mask[a]:
+    return np.int64(a), False
+  return eviction_default(obs), True
+
+
+def priority_default(obs: dict) -> np.float32:
+  return np.float32(first(obs["li_size"]))
+
+
+def priority_validate(action, obs):
+  """Priorities must be finite, non-negative floats that fit llc's unsigned cast."""
+  try:
+    a = float(np.asarray(action, dtype=np.float64).reshape(-1)[0])
+  except (TypeError, ValueError):
+    return priority_default(obs), True
+  if not np.isfinite(a):
+    return priority_default(obs), True
+  if a < 0.0:
+    return np.float32(0.0), True
+  if a > 4294967040.0:  # largest float32 below 2**32
+    return np.float32(4294967040.0), True
+  return np.float32(a), False
+
+
+def make_eviction_problem() -> Problem:
+  return Problem(
+      name="regalloc_eviction",
+      tool="llc",
+      features=_eviction_features(),
+      action=ActionSpec("index_to_evict", np.dtype(np.int64), (1,), 0, N_COLUMNS - 1),
+      reward_description="weighted spill/reload/copy cost per function from the greedy "
+                         "allocator's SpillReloadCopies remarks (lower is better)",
+      higher_is_better=False,
+      channel_option="-regalloc-evict-interactive-channel-base",
+      enable_options=("-regalloc-enable-advisor=release",),
+      prepare=_prepare_same,
+      default_action=eviction_default,
+      validate=eviction_validate,
+      default_description="default-equivalent heuristic: fewest broken hints, then lowest "
+                          "use_def_density, only if lighter than the candidate (else 32)",
+  )
+
+
+def make_priority_problem() -> Problem:
+  return Problem(
+      name="regalloc_priority",
+      tool="llc",
+      features=[spec("li_size", np.int64), spec("stage", np.int64),
+                spec("weight", np.float32)],
+      action=ActionSpec("priority", np.dtype(np.float32), (1,), 0.0, 4294967040.0),
+      reward_description="weighted spill/reload/copy cost per function from the greedy "
+                         "allocator's SpillReloadCopies remarks (lower is better)",
+      higher_is_better=False,
+      channel_option="-regalloc-priority-interactive-channel-base",
+      enable_options=("-regalloc-enable-priority-advisor=release",),
+      prepare=_prepare_same,
+      default_action=priority_default,
+      validate=priority_validate,
+      default_description="default-equivalent: priority = li_size",
+  )
+
+
+# --- remarks ---------------------------------------------------------------------------
+
+_DOC_SPLIT = re.compile(r"^--- ", re.M)
+_KV = re.compile(r"^(\w+):\s*(.*)$")
+_ARG = re.compile(r"^\s*-\s+(\w+):\s*(.*)$")
+
+
+def _unquote(v: str) -> str:
+  v = v.strip()
+  if len(v) >= 2 and v[0] == v[-1] == "'":
+    return v[1:-1].replace("''", "'")
+  if len(v) >= 2 and v[0] == v[-1] == '"':
+    return v[1:-1].encode().decode("unicode_escape")
+  return v
+
+
+def parse_remarks(text: str) -> dict:
+  """{function: {Arg: float}} from the SpillReloadCopies records of a remarks YAML."""
+  out = {}
+  for doc in _DOC_SPLIT.split(text):
+    name = fn = None
+    args = {}
+    for line in doc.splitlines():
+      m = _KV.match(line)
+      if m:
+        key, val = m.group(1), m.group(2)
+        if key == "Name":
+          name = _unquote(val)
+        elif key == "Function":
+          fn = _unquote(val)
+        continue
+      m = _ARG.match(line)
+      if m and m.group(1) != "String":
+        try:
+          args[m.group(1)] = float(_unquote(m.group(2)))
+        except ValueError:
+          pass
+    if name == "SpillReloadCopies" and fn is not None:
+      out[fn] = args
+  return out
+
+
+def remark_cost(args: dict) -> float:
+  return float(sum(w * args.get(k, 0.0) for k, w in COST_WEIGHTS.items()))
+
+
+def reward_from_remarks(text: str, functions=()) -> dict:
+  """The reward dict (module docstring) from remarks text; `functions` get 0 if absent."""
+  costs = {fn: 0.0 for fn in functions}
+  for fn, args in parse_remarks(text).items():
+    costs[fn] = remark_cost(args)
+  return {"functions": costs, "total": float(sum(costs.values()))}
