@@ -23,6 +23,9 @@ def main(argv=None):
   ap.add_argument("--jobs", type=int, default=2)
   ap.add_argument("--timeout", type=float, default=300.0)
   a = ap.parse_args(argv)
+  if a.problem.startswith("regalloc"):  # hook: llc-only prepared corpus, per-function costs
+    from mlgo.regalloc import cli as regalloc_cli  # pylint: disable=import-outside-toplevel
+    return regalloc_cli.evaluate_main(argv)
   from mlgo import evaluation  # pylint: disable=import-outside-toplevel
   policy = a.policy
   if policy != "default":
