@@ -14,7 +14,9 @@ the last printed line is the summary:
   regalloc: modules=N functions=F default_cost=C policy_cost=C change=+-X.XX% regressions=K
 """
 import csv
+import hashlib
 import json
+import os
 import pathlib
 import sys
 import time
@@ -27,7 +29,44 @@ from mlgo.workers import make_pool
 REGRESSION_THRESHOLD = 0.01
 
 
-def compile_pair(module, problem_name, ref, llvm_version, timeout):
+def _cache_key(module, problem_name, llvm_version):
+  st = os.stat(module.bc_path)
+  h = hashlib.sha1("\0".join([problem_name, str(llvm_version), str(module.bc_path),
+                               str(st.st_size), str(st.st_mtime_ns)] +
+                              list(module.cc1_flags)).encode())
+  return h.hexdigest()
+
+
+class DefaultCache:
+  """Default-heuristic results per module (the default does not change between policies),
+  keyed by bitcode path/size/mtime, flags, problem and LLVM version."""
+
+  def __init__(self, path):
+    self.path = pathlib.Path(path)
+    self.data = {}
+    if self.path.exists():
+      try:
+        self.data = json.loads(self.path.read_text())
+      except (OSError, ValueError):
+        self.data = {}
+
+  def get(self, key):
+    return self.data.get(key)
+
+  def put(self, key, value):
+    self.data[key] = value
+
+  def save(self):
+    try:
+      self.path.parent.mkdir(parents=True, exist_ok=True)
+      tmp = self.path.with_name(self.path.name + f".tmp{os.getpid()}")
+      tmp.write_text(json.dumps(self.data))
+      os.replace(tmp, self.path)
+    except OSError:
+      pass  # a read-only home (sandboxed tests) only loses the cache
+
+
+def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_default=None):
   """Work item: default compile and policy compile of one module -> small summaries."""
   env, problems = envshim.env_and_problems()
   adapter = adapters.get_adapter(problem_name)
@@ -39,7 +78,7 @@ def compile_pair(module, problem_name, ref, llvm_version, timeout):
                            timeout=timeout)
     return {"ok": bool(r.ok), "reason": r.reason, "scores": adapter.scores(r) if r.ok else {},
             "decisions": int(r.decisions or 0), "seconds": time.monotonic() - t0}
-  d = run(env.DefaultPolicy())
+  d = cached_default or run(env.DefaultPolicy())
   p = d if ref == "default" else run(collect.make_policy(ref))
   return d, p
 
@@ -99,7 +138,7 @@ def _plot(rows, path, title):
 
 def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldout",
              jobs: int = 2, timeout: float = 300.0, pool_kind: str = "process",
-             stream=sys.stdout) -> dict:
+             stream=sys.stdout, use_cache: bool = True) -> dict:
   corpus = corpus_lib.load_corpus(corpus_dir)
   if split == "all":
     modules = list(corpus.modules)
@@ -122,9 +161,13 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
         f"({problem_name}, LLVM {corpus.llvm_version})", file=sys.stderr)
   progress = Progress("evaluate", len(modules), stream=sys.stderr)
   rows, failed = [], []
+  from mlgo.util.cli import mlgo_home  # pylint: disable=import-outside-toplevel
+  cache = DefaultCache(mlgo_home() / "eval_cache" / f"default-{problem_name}.json")
   with make_pool(pool_kind, jobs) as pool:
     for m in modules:
-      pool.submit(compile_pair, m, problem_name, ref, corpus.llvm_version, timeout)
+      key = _cache_key(m, problem_name, corpus.llvm_version)
+      cached = cache.get(key) if use_cache else None
+      pool.submit(compile_pair, m, problem_name, ref, corpus.llvm_version, timeout, cached)
     for r in pool.results():
       m = r.item[0]
       if not r.ok:
@@ -133,6 +176,8 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
         progress.update(failed=1)
         continue
       d, p = r.value
+      if d["ok"]:
+        cache.put(_cache_key(m, problem_name, corpus.llvm_version), d)
       if not d["ok"] or not p["ok"]:
         failed.append({"module": m.name, "reason": ("default: " + str(d["reason"])) if not d["ok"]
                        else ("policy: " + str(p["reason"]))})
@@ -151,6 +196,8 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
                      "policy_seconds": round(p["seconds"], 3)})
       progress.update()
   progress.close()
+  if use_cache:
+    cache.save()
   rows.sort(key=lambda r: r["key"])
   fields = ["key", "module", "package", "language", "default", "policy", "change_pct",
             "regression", "default_decisions", "policy_decisions", "default_seconds",

@@ -8,7 +8,9 @@ environment package landed; `mlgo.env` is always preferred when importable.
 def env_and_problems():
   try:
     from mlgo import env, problems  # pylint: disable=import-outside-toplevel
-    return env, problems
+    if hasattr(env, "compile_module") and hasattr(problems, "get_problem"):
+      return env, problems
+    raise ImportError("mlgo.env incomplete")
   except ImportError:
     from mlgo.training import _stopgap_env as s  # pylint: disable=import-outside-toplevel
     return s, s

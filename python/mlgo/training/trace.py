@@ -26,7 +26,8 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
   writer = dataset.DatasetWriter(output, problem_name, problem.features)
   writer.index.setdefault("corpus", str(corpus.path))
   writer.index.setdefault("llvm_version", corpus.llvm_version)
-  todo = [m for m in modules if m.name not in writer.modules]  # appendable / resumable
+  # Appendable / resumable; modules that failed before are tried again.
+  todo = [m for m in modules if not writer.modules.get(m.name, {}).get("ok")]
   print(f"default trace: {len(todo)} modules to compile ({len(modules) - len(todo)} already "
         f"in {output}), problem={problem_name}, jobs={jobs}", file=stream)
   progress = Progress("trace", len(todo), stream=stream)
