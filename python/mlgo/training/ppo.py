@@ -71,6 +71,9 @@ class PPOConfig:
   decision_weighting: "decision" (every decision weighs 1), "module" (every module's
     decisions together weigh 1) or "sqrt" (1/sqrt(decisions of the module)).
   skip_decisionless: do not sample modules known to have no decisions.
+  max_module_decisions: if > 0, do not sample modules known to have more decisions
+    (one module-level reward spread over tens of thousands of decisions carries almost
+    no signal per decision, and such modules take minutes to compile).
   """
 
   def __init__(self, modules_per_iteration: int = 32, num_iterations: int = 100,
@@ -83,7 +86,8 @@ class PPOConfig:
                iteration_timeout: float | None = 1800.0, jobs: int = 2, pool: str = "process",
                trace_modules: int = 200, seed: int = 0, keep_policies: int = 1000000,
                save_saved_model: bool = True, samples_per_module: int = 1,
-               baseline: str = "moving_average", skip_decisionless: bool = True):
+               baseline: str = "moving_average", skip_decisionless: bool = True,
+               max_module_decisions: int = 0):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
   def to_json(self):
@@ -411,7 +415,8 @@ class Trainer:
     pool_mods = self.train_modules
     if cfg.skip_decisionless:
       nd = st.setdefault("decisions", {})
-      pool_mods = [m for m in self.train_modules if nd.get(m.name, 1) > 0] or pool_mods
+      cap = cfg.max_module_decisions or float("inf")
+      pool_mods = [m for m in self.train_modules if 0 < nd.get(m.name, 1) <= cap] or pool_mods
     k = min(cfg.modules_per_iteration, len(pool_mods))
     idx = self.rng.choice(len(pool_mods), size=k, replace=False)
     modules = [pool_mods[i] for i in idx]
