@@ -8,7 +8,7 @@ from mlgo.regalloc import evaluate, llc_run, pipeline, ppo, prepare
 from mlgo.training import policy_io
 from mlgo.training.testing import make_tiny_corpus
 
-from conftest import DATA
+DATA = __import__("pathlib").Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture(scope="module")
