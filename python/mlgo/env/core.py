@@ -1,0 +1,437 @@
+"""compile_module: run the compiler with the interactive channel and a policy in the loop.
+
+Channel plumbing (LLVM's InteractiveModelRunner): the compiler writes observations to
+BASE.out and reads each answer from BASE.in; which one it opens first differs between
+versions (LLVM 22 opens BASE.in first and blocks there until a writer appears). We never
+block on an open: BASE.out is opened O_RDONLY|O_NONBLOCK at once (this lets the
+compiler's open for writing succeed), BASE.in is opened O_WRONLY|O_NONBLOCK as soon as
+the compiler has it open for reading (ENXIO before that), and until the first bytes
+arrive we poll with short sleeps while watching the process: a compiler that exits
+without opening the channel (no decisions to make, unreadable bitcode, bad flags) is
+noticed at once, one that hangs hits the timeout. After that the fds are blocking; a
+watchdog thread kills the compiler's process group at the deadline, which ends any
+blocked read with EOF. The FIFOs live in a private mkdtemp directory (mode 0700) that
+is removed in `finally`, as is the process group.
+"""
+import dataclasses
+import errno
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Optional
+
+import numpy as np
+
+from mlgo import log as log_lib
+from mlgo.env import modules as modules_lib
+from mlgo.env.policies import DefaultPolicy
+from mlgo.problems import get_problem
+from mlgo.problems import regalloc as regalloc_problem
+from mlgo.util import toolchain as toolchain_lib
+
+DEFAULT_TIMEOUT = 300.0
+_STDERR_TAIL = 1500
+
+
+@dataclasses.dataclass
+class Trajectory:
+  context: str                    # function (regalloc) or "" (inlining: the module)
+  features: dict                  # name -> [n, *shape] array, the policy-visible features
+  actions: np.ndarray             # [n] actions sent (after mask/validity correction)
+  default_actions: Optional[np.ndarray]  # [n] the compiler's default (inlining), else None
+
+  def __len__(self):
+    return len(self.actions)
+
+
+@dataclasses.dataclass
+class CompileResult:
+  module: object
+  ok: bool
+  reason: Optional[str]
+  trajectories: list
+  reward: dict
+  decisions: int
+  seconds: float
+  corrections: int = 0
+  stderr: str = ""
+
+  @property
+  def module_name(self) -> str:
+    return getattr(self.module, "name", str(self.module))
+
+
+class _Failure(Exception):
+  """Internal: ends a compile with a structured failure reason."""
+
+
+class _Tee:
+  """A read1() source that also writes what it reads to a file (for --record)."""
+
+  def __init__(self, fd: int, out):
+    self.fd, self.out = fd, out
+
+  def read1(self, n: int = 65536) -> bytes:
+    b = os.read(self.fd, n)
+    if b:
+      self.out.write(b)
+    return b
+
+  read = read1
+
+
+def _signal_name(rc: int) -> str:
+  try:
+    return signal.Signals(-rc).name
+  except ValueError:
+    return f"signal {-rc}"
+
+
+class _Process:
+  """The compiler in its own process group, with a deadline watchdog."""
+
+  def __init__(self, argv, stderr_path, deadline):
+    self.stderr_path = stderr_path
+    self.timed_out = False
+    with open(stderr_path, "wb") as err:
+      self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=err, start_new_session=True, close_fds=True)
+    self._done = threading.Event()
+    self._watchdog = threading.Thread(target=self._watch, args=(deadline,), daemon=True)
+    self._watchdog.start()
+
+  def _watch(self, deadline):
+    if not self._done.wait(max(0.0, deadline - time.monotonic())):
+      if self.proc.poll() is None:
+        self.timed_out = True
+        self.kill()
+
+  def kill(self):
+    try:
+      os.killpg(self.proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+      pass
+
+  def poll(self):
+    return self.proc.poll()
+
+  def finish(self, deadline) -> int:
+    """Waits for exit until the deadline (then kills); stops the watchdog."""
+    try:
+      rc = self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+      self.timed_out = True
+      self.kill()
+      rc = self.proc.wait()
+    self.close()
+    return rc
+
+  def close(self):
+    """Kills whatever is left of the process group and reaps the compiler."""
+    self._done.set()
+    self.kill()  # also strays the compiler may have forked into its group
+    try:
+      self.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+      pass
+    self._watchdog.join(timeout=1)
+
+  def stderr_tail(self) -> str:
+    try:
+      with open(self.stderr_path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - _STDERR_TAIL))
+        return f.read().decode("utf-8", "replace").strip()
+    except OSError:
+      return ""
+
+  def exit_reason(self, rc: int, before_channel: bool = False) -> str:
+    where = " before opening the interactive channel" if before_channel else ""
+    what = (f"compiler killed by {_signal_name(rc)}{where}" if rc < 0 else
+            f"compiler exited with status {rc}{where}")
+    tail = self.stderr_tail()
+    return f"{what}: {tail}" if tail else what
+
+
+def _open_channel(base: str, proc: _Process, deadline: float):
+  """(rfd, wfd|None, exited_rc|None): waits, without blocking, until the compiler has
+  written its first bytes (or has exited / the deadline passed)."""
+  rfd = os.open(base + ".out", os.O_RDONLY | os.O_NONBLOCK)
+  wfd = None
+  poller = select.poll()
+  poller.register(rfd, select.POLLIN)
+  sleep_ms = 0.2
+  while True:
+    if wfd is None:
+      wfd = _try_open_writer(base + ".in")
+    if poller.poll(0 if wfd is None else sleep_ms):
+      return rfd, wfd, None
+    rc = proc.poll()
+    if rc is not None:
+      if poller.poll(0):  # wrote and exited: let the reader see the bytes and the EOF
+        return rfd, wfd, None
+      return rfd, wfd, rc
+    if time.monotonic() > deadline:
+      return rfd, wfd, None  # the caller reports the timeout
+    if wfd is None:
+      time.sleep(sleep_ms / 1000.0)
+    sleep_ms = min(sleep_ms * 1.5, 2.0)
+
+
+def _try_open_writer(path: str) -> Optional[int]:
+  try:
+    return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+  except OSError as e:
+    if e.errno in (errno.ENXIO, errno.EINTR):
+      return None
+    raise
+
+
+def _wait_writer(path: str, proc: _Process, deadline: float) -> int:
+  while True:
+    fd = _try_open_writer(path)
+    if fd is not None:
+      os.set_blocking(fd, True)
+      return fd
+    if proc.poll() is not None:
+      raise _Failure("compiler exited before opening its input channel")
+    if time.monotonic() > deadline:
+      raise _Failure("timeout")
+    time.sleep(0.0005)
+
+
+def _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags):
+  """(argv, output object path, remarks path|None)."""
+  obj = os.path.join(tmp, "out.o")
+  flags = problem.channel_flags(base) + list(extra_flags)
+  if problem.tool == "clang":
+    if not hasattr(module, "compile_argv"):
+      raise _Failure(f"{problem.name} needs a module with clang cc1 flags "
+                     f"(a corpus module or a .bc with its .cmd)")
+    return module.compile_argv(tool_path or tc.clang, obj, flags), obj, None
+  llc_mod = modules_lib.llc_input(module, tmp, tc.clang)
+  remarks = os.path.join(tmp, "remarks.yaml")
+  flags += [f"-pass-remarks-output={remarks}", *regalloc_problem.REMARKS_FLAGS]
+  return llc_mod.llc_argv(tool_path or tc.llc, obj, flags), obj, remarks
+
+
+def _check_header(reader, problem):
+  names = [s.name for s in reader.header]
+  missing = [n for n in problem.feature_names + list(problem.hidden_features)
+             if n not in names]
+  if missing:
+    raise _Failure(f"compiler sent an unexpected header: missing features {missing[:5]} "
+                   f"(got {names[:5]}...); is this the {problem.name} channel?")
+  specs = {s.name: s for s in reader.header}
+  for f in problem.features:
+    got = specs[f.name]
+    if np.dtype(got.dtype) != np.dtype(f.dtype) or tuple(got.shape) != tuple(f.shape):
+      raise _Failure(f"feature {f.name}: compiler sends {np.dtype(got.dtype).name}"
+                     f"{list(got.shape)}, expected {np.dtype(f.dtype).name}{list(f.shape)}")
+  advice = getattr(reader, "advice", None)
+  if advice is not None and (np.dtype(advice.dtype) != problem.action.dtype or
+                             int(np.prod(advice.shape)) != int(np.prod(problem.action.shape))):
+    raise _Failure(f"compiler expects advice {advice.name} {np.dtype(advice.dtype).name}"
+                   f"{list(advice.shape)}, problem answers {problem.action.dtype.name}"
+                   f"{list(problem.action.shape)}")
+  return names
+
+
+def _run_loop(reader, wfd_holder, base, proc, deadline, problem, policy, llvm_version):
+  """Reads observations, answers them; returns (contexts, decisions, corrections)."""
+  names = None
+  feature_names = problem.feature_names
+  prepare, validate = problem.prepare, problem.validate
+  default_fn = problem.default_action
+  is_default = isinstance(policy, DefaultPolicy)
+  act = policy.act
+  has_defaults = bool(problem.hidden_features)
+  contexts = {}
+  order = []
+  cur = None
+  decisions = corrections = 0
+  Observation, Context = log_lib.Observation, log_lib.Context
+  while True:
+    ev = reader.next_event()
+    if ev is None:
+      break
+    if names is None:
+      names = _check_header(reader, problem)
+    if type(ev) is Context:  # pylint: disable=unidiomatic-typecheck
+      cur = contexts.get(ev.name)
+      if cur is None:
+        cur = contexts[ev.name] = ([], [], [])
+        order.append(ev.name)
+      continue
+    if type(ev) is not Observation:  # pylint: disable=unidiomatic-typecheck
+      continue  # outcomes: interactive streams carry none
+    if cur is None:
+      cur = contexts[""] = ([], [], [])
+      order.append("")
+    obs = dict(zip(names, ev.features))
+    obs, default = prepare(obs, llvm_version)
+    if is_default:
+      action = default_fn(obs)
+    else:
+      try:
+        action = act(obs)
+      except Exception as e:  # a policy bug must not take the worker down
+        raise _Failure(f"policy raised {type(e).__name__}: {e}") from None
+    action, corrected = validate(action, obs)
+    corrections += corrected
+    wfd = wfd_holder[0]
+    if wfd is None:
+      wfd = wfd_holder[0] = _wait_writer(base + ".in", proc, deadline)
+    try:
+      os.write(wfd, action.tobytes())
+    except OSError as e:  # BrokenPipe: the compiler is gone; its status says why
+      raise _Failure(f"writing the decision failed ({e.strerror or e})") from None
+    cur[0].append([obs[n] for n in feature_names])
+    cur[1].append(action)
+    if has_defaults:
+      cur[2].append(default)
+    decisions += 1
+  trajs = []
+  for name in order:
+    rows, acts, dfl = contexts[name]
+    if not rows:
+      continue
+    cols = list(zip(*rows))
+    feats = {n: np.stack(c) for n, c in zip(feature_names, cols)}
+    trajs.append(Trajectory(name, feats, np.array(acts, dtype=problem.action.dtype),
+                            np.array(dfl, dtype=problem.action.dtype) if has_defaults
+                            else None))
+  return trajs, decisions, corrections, order
+
+
+def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib.DEFAULT_LLVM_VERSION,
+                   timeout: float = DEFAULT_TIMEOUT, record_path=None, tool_path=None,
+                   extra_flags=(), output_path=None) -> CompileResult:
+  """Compiles `module` with `policy` answering every decision of `problem`.
+
+  tool_path overrides the compiler binary (fault tests use stand-ins); extra_flags go
+  to the compiler (-mllvm-wrapped already for clang if needed); output_path keeps a
+  copy of the object file. Never raises for compile failures.
+  """
+  t0 = time.monotonic()
+  deadline = t0 + timeout
+  problem = get_problem(problem)
+  tmp = proc = rfd = None
+  wfd_holder = [None]
+  record = None
+  trajs, decisions, corrections = [], 0, 0
+
+  def fail(reason):
+    return CompileResult(module, False, reason, [], {}, decisions, time.monotonic() - t0,
+                         corrections, proc.stderr_tail() if proc else "")
+
+  try:
+    tmp = tempfile.mkdtemp(prefix="mlgo-env-")  # mode 0700
+    base = os.path.join(tmp, "channel")
+    os.mkfifo(base + ".out", 0o600)
+    os.mkfifo(base + ".in", 0o600)
+    tc = toolchain_lib.toolchain(llvm_version)
+    argv, obj, remarks = _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags)
+    proc = _Process(argv, os.path.join(tmp, "stderr.txt"), deadline)
+    rfd, wfd_holder[0], early_rc = _open_channel(base, proc, deadline)
+    order = []
+    if early_rc is not None:
+      if early_rc != 0:
+        return fail(proc.exit_reason(early_rc, before_channel=True))
+      # Exited cleanly without asking anything (e.g. a module without call sites).
+    elif time.monotonic() > deadline and proc.poll() is None:
+      proc.timed_out = True
+      return fail(f"timeout after {timeout:g}s (the compiler never opened the channel)")
+    else:
+      os.set_blocking(rfd, True)
+      if wfd_holder[0] is not None:
+        os.set_blocking(wfd_holder[0], True)
+      source = rfd
+      if record_path:
+        record = open(record_path, "wb")
+        source = _Tee(rfd, record)
+      reader = log_lib.StreamReader(source)
+      try:
+        trajs, decisions, corrections, order = _run_loop(
+            reader, wfd_holder, base, proc, deadline, problem, policy, llvm_version)
+      except log_lib.LogFormatError as e:
+        proc.kill()
+        rc = proc.finish(deadline)
+        if proc.timed_out:
+          return fail(f"timeout after {timeout:g}s")
+        if rc < 0 and rc != -signal.SIGKILL:
+          return fail(proc.exit_reason(rc))
+        return fail(f"malformed stream: {e}")
+      except _Failure as e:
+        proc.kill()
+        rc = proc.finish(deadline)
+        if proc.timed_out:
+          return fail(f"timeout after {timeout:g}s")
+        if rc not in (0, -signal.SIGKILL):
+          return fail(proc.exit_reason(rc))
+        return fail(str(e))
+    rc = proc.finish(deadline)
+    if proc.timed_out:
+      return fail(f"timeout after {timeout:g}s")
+    if rc != 0:
+      return fail(proc.exit_reason(rc))
+    if not os.path.exists(obj):
+      return fail("compiler exited with status 0 but wrote no object file")
+    if problem.tool == "clang":
+      try:
+        reward = {"text_size": toolchain_lib.text_size(obj)}
+      except ValueError as e:
+        return fail(f"unreadable object file: {e}")
+    else:
+      try:
+        with open(remarks, "r", encoding="utf-8", errors="replace") as f:
+          text = f.read()
+      except OSError:
+        text = ""
+      reward = regalloc_problem.reward_from_remarks(text, [c for c in order if c])
+    if output_path:
+      shutil.copyfile(obj, output_path)
+    return CompileResult(module, True, None, trajs, reward, decisions,
+                         time.monotonic() - t0, corrections, "")
+  except _Failure as e:
+    return fail(str(e))
+  except (OSError, RuntimeError, subprocess.SubprocessError, toolchain_lib.ToolchainError) as e:
+    return fail(f"environment error: {type(e).__name__}: {e}")
+  finally:
+    if proc is not None:
+      proc.close()
+    for fd in (rfd, wfd_holder[0]):
+      if fd is not None:
+        try:
+          os.close(fd)
+        except OSError:
+          pass
+    if record is not None:
+      record.close()
+    if tmp is not None:
+      shutil.rmtree(tmp, ignore_errors=True)
+
+
+def plain_compile(module, problem, *, llvm_version: int = toolchain_lib.DEFAULT_LLVM_VERSION,
+                  output_path: str, timeout: float = DEFAULT_TIMEOUT, tool_path=None,
+                  extra_flags=()) -> float:
+  """The same compile without the channel (the reference object); returns seconds.
+  Raises subprocess.CalledProcessError/TimeoutExpired on failure."""
+  problem = get_problem(problem)
+  tc = toolchain_lib.toolchain(llvm_version)
+  t0 = time.monotonic()
+  with tempfile.TemporaryDirectory(prefix="mlgo-plain-") as tmp:
+    if problem.tool == "clang":
+      argv = module.compile_argv(tool_path or tc.clang, output_path, list(extra_flags))
+    else:
+      llc_mod = modules_lib.llc_input(module, tmp, tc.clang)
+      t0 = time.monotonic()
+      argv = llc_mod.llc_argv(tool_path or tc.llc, output_path, list(extra_flags))
+    subprocess.run(argv, check=True, capture_output=True, timeout=timeout)
+    return time.monotonic() - t0

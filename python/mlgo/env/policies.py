@@ -1,0 +1,102 @@
+"""Policies for the environment: anything with `act(observation: dict) -> action`.
+
+The observation dict maps the compiler's feature names to numpy arrays (shaped as in the
+problem's feature specs); for inlining it also holds `inlining_default`, the compiler's
+own decision (version quirks already resolved).
+"""
+import numpy as np
+
+from mlgo.problems import get_problem
+from mlgo.problems import regalloc as _regalloc
+
+
+def _problem_of(obs: dict) -> str:
+  if "inlining_default" in obs:
+    return "inlining"
+  if "mask" in obs:
+    return "regalloc_eviction"
+  if "li_size" in obs:
+    return "regalloc_priority"
+  raise ValueError(f"cannot tell the problem from features {sorted(obs)[:5]}...")
+
+
+class DefaultPolicy:
+  """The compiler's default decision (inlining) or the documented default-equivalent
+  choice (eviction, priority; see mlgo.problems.regalloc)."""
+
+  def __init__(self, problem=None):
+    self._default = get_problem(problem).default_action if problem else None
+
+  def act(self, observation: dict):
+    if self._default is None:
+      self._default = get_problem(_problem_of(observation)).default_action
+    return self._default(observation)
+
+
+class RandomPolicy:
+  """Uniformly random valid decisions (seeded): inline or not; a masked-valid column;
+  a priority uniform in [0, 2 * li_size]."""
+
+  def __init__(self, seed: int = 0, problem=None):
+    self.rng = np.random.default_rng(seed)
+    self._kind = get_problem(problem).name if problem else None
+
+  def act(self, observation: dict):
+    kind = self._kind or _problem_of(observation)
+    if kind == "inlining":
+      return np.int64(self.rng.integers(0, 2))
+    if kind == "regalloc_eviction":
+      valid = np.flatnonzero(observation["mask"].reshape(-1))
+      return np.int64(self.rng.choice(valid) if valid.size else _regalloc.CANDIDATE_COLUMN)
+    size = float(observation["li_size"].reshape(-1)[0])
+    return np.float32(self.rng.uniform(0.0, 2.0 * size + 1.0))
+
+
+class MLPPolicy:
+  """A small numpy MLP with random weights (for overhead benchmarks and tests).
+
+  Inlining: features -> log1p-squashed vector -> hidden layers -> logit; inline if > 0.
+  Eviction: a shared per-column scorer over the [33] columns (features transposed to
+  [33, F]), the best-scoring column (invalid columns are left to the environment's
+  mask enforcement, so this also exercises corrections). Priority: a scalar output.
+  Buffers are preallocated; act() allocates only numpy temporaries.
+  """
+
+  def __init__(self, problem, hidden=(64, 64), seed: int = 0):
+    self.problem = get_problem(problem)
+    rng = np.random.default_rng(seed)
+    self.names = self.problem.feature_names
+    self.kind = self.problem.name
+    if self.kind == "regalloc_eviction":
+      self.col_names = [f.name for f in self.problem.features if f.shape == (1, 33)]
+      n_in = len(self.col_names) + 1  # + progress broadcast
+      self.x = np.zeros((33, n_in), np.float32)
+    else:
+      n_in = len(self.names)
+      self.x = np.zeros((n_in,), np.float32)
+    sizes = (n_in,) + tuple(hidden) + (1,)
+    self.layers = [(rng.standard_normal((a, b)).astype(np.float32) / np.sqrt(a),
+                    np.zeros((b,), np.float32)) for a, b in zip(sizes[:-1], sizes[1:])]
+
+  def _forward(self, x):
+    for i, (w, b) in enumerate(self.layers):
+      x = x @ w + b
+      if i + 1 < len(self.layers):
+        np.maximum(x, 0.0, out=x)
+    return x
+
+  def act(self, observation: dict):
+    x = self.x
+    if self.kind == "regalloc_eviction":
+      for j, n in enumerate(self.col_names):
+        x[:, j] = observation[n][0]
+      x[:, -1] = observation["progress"][0]
+      scores = self._forward(x)[:, 0]
+      return np.int64(int(np.argmax(scores)))
+    for j, n in enumerate(self.names):
+      x[j] = observation[n][0]
+    np.log1p(np.abs(x), out=x)
+    out = float(self._forward(x)[0])
+    if self.kind == "inlining":
+      return np.int64(out > 0.0)
+    return np.float32(abs(out) * 1000.0)
