@@ -183,10 +183,16 @@ class PyReader {
       case Event::Kind::kContext:
         return c.context(Utf8(ev->context));
       case Event::Kind::kObservation: {
+        if (dtypes_.size() != h.features.size()) {  // cached: saves most of the per-call cost
+          for (const TensorSpec& s : h.features) {
+            dtypes_.push_back(ToDtype(s.dtype));
+            dims_.push_back(Dims(s, std::nullopt));
+          }
+        }
         py::list feats(h.features.size());
         const char* p = ev->data;
         for (size_t i = 0; i < h.features.size(); ++i) {
-          feats[i] = Tensor(h.features[i], p);
+          feats[i] = py::array(dtypes_[i], dims_[i], p);  // copies
           p += h.features[i].nbytes;
         }
         return c.observation(py::int_(ev->index), feats);
@@ -199,6 +205,8 @@ class PyReader {
 
  private:
   Reader reader_;
+  std::vector<py::dtype> dtypes_;
+  std::vector<std::vector<py::ssize_t>> dims_;
   py::tuple header_{py::reinterpret_steal<py::tuple>(py::handle())};
 };
 
