@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -156,8 +157,10 @@ class PyReader {
   py::tuple Header() {
     if (!header_) {
       const logreader::Header* h;
+      std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
       {
-        py::gil_scoped_release nogil;
+        py::gil_scoped_release nogil;  // lock only without the GIL: no deadlock
+        lock.lock();
         h = &reader_.header();
       }
       py::list feats;
@@ -171,8 +174,11 @@ class PyReader {
   py::object NextEvent() {
     Header();
     const Event* ev;
+    // Held until the event is converted: a reader shared by threads stays consistent.
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
     {
       py::gil_scoped_release nogil;
+      lock.lock();
       ev = &reader_.Next();
     }
     const SpecClasses& c = Classes();
@@ -204,6 +210,7 @@ class PyReader {
   }
 
  private:
+  std::mutex mu_;
   Reader reader_;
   std::vector<py::dtype> dtypes_;
   std::vector<std::vector<py::ssize_t>> dims_;

@@ -290,3 +290,21 @@ def test_native_sources_and_types(tmp_path):
     native.StreamReader(3.5)
   with pytest.raises(OSError):
     native.read_log(str(tmp_path / "missing.log"))
+
+
+def test_native_reader_shared_by_threads(streams):
+  """Concurrent next_event calls on one native reader: every event exactly once."""
+  data = streams["eviction-llc-22.log"]
+  expected = sum(1 for _ in pyreader.StreamReader(data))
+  r = native.StreamReader(data)
+  counts = [0] * 4
+
+  def work(k):
+    while r.next_event() is not None:
+      counts[k] += 1
+  threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join(30)
+  assert sum(counts) == expected
