@@ -20,12 +20,15 @@ def main(argv=None):
   ap.add_argument("--hidden", default="64,64", help="hidden layer sizes")
   ap.add_argument("--heldout_fraction", type=float, default=0.1)
   ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--label_smoothing", type=float, default=0.1,
+                  help="keeps some probability on the non-default action (PPO explores)")
   a = ap.parse_args(argv)
   from mlgo.training import bc  # pylint: disable=import-outside-toplevel
   m = bc.train_bc(user_path(a.trace), user_path(a.output),
                   hidden=[int(x) for x in a.hidden.split(",") if x], epochs=a.epochs,
                   batch_size=a.batch_size, learning_rate=a.learning_rate,
-                  heldout_fraction=a.heldout_fraction, seed=a.seed)
+                  heldout_fraction=a.heldout_fraction, seed=a.seed,
+                  label_smoothing=a.label_smoothing)
   print(f"heldout_accuracy={m['heldout_accuracy']:.4f} train_accuracy={m['train_accuracy']:.4f}")
   return 0
 

@@ -59,7 +59,11 @@ def init_weights(arch: dict, input_dim: int, seed: int = 0) -> dict:
 
 def train_bc(trace_dir, output, hidden=(64, 64), epochs: int = 4, batch_size: int = 256,
              learning_rate: float = 1e-3, heldout_fraction: float = 0.1, seed: int = 0,
-             stream=sys.stderr) -> dict:
+             label_smoothing: float = 0.1, stream=sys.stderr) -> dict:
+  """label_smoothing > 0 keeps the clone's greedy decisions but leaves it some
+  probability on the other action, which PPO needs to explore from a warm start (the
+  default inliner is an almost exactly learnable function of its features; a clone
+  trained to zero loss would never try anything else)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   t_start = time.monotonic()
   ds = dataset.Dataset(trace_dir)
@@ -89,12 +93,14 @@ def train_bc(trace_dir, output, hidden=(64, 64), epochs: int = 4, batch_size: in
   for v, n in zip(model.trainable_variables, names):
     v.assign(w0[n])
   opt = tf.keras.optimizers.Adam(learning_rate)
-  loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+  loss_fn = tf.keras.losses.CategoricalCrossentropy(from_logits=True,
+                                                    label_smoothing=label_smoothing)
+  n_act = arch["num_actions"]
 
   @tf.function
   def step(x, y):
     with tf.GradientTape() as tape:
-      loss = loss_fn(y, model(x, training=True))
+      loss = loss_fn(tf.one_hot(y, n_act), model(x, training=True))
     grads = tape.gradient(loss, model.trainable_variables)
     opt.apply_gradients(zip(grads, model.trainable_variables))
     return loss
@@ -126,9 +132,13 @@ def train_bc(trace_dir, output, hidden=(64, 64), epochs: int = 4, batch_size: in
   policy = policy_io.Policy(spec, weights)
   counts = {"train": [0, 0], "heldout": [0, 0]}
   per_class = {}
+  ent_sum, ent_n = 0.0, 0
   for shard in ds.shards():
     x, y, held, _ = shard_arrays(shard)
-    pred = policy.arch.greedy(policy.arch.dist_params(x))
+    params = policy.arch.dist_params(x)
+    pred = policy.arch.greedy(params)
+    ent_sum += float(policy.arch.entropy(params).sum())
+    ent_n += len(pred)
     for name, mask in (("train", ~held), ("heldout", held)):
       counts[name][0] += int((pred[mask] == y[mask]).sum())
       counts[name][1] += int(mask.sum())
@@ -143,12 +153,14 @@ def train_bc(trace_dir, output, hidden=(64, 64), epochs: int = 4, batch_size: in
              "heldout_per_class_accuracy": {str(c): v[0] / v[1] for c, v in per_class.items()},
              "heldout_majority_baseline": (max(v[1] for v in per_class.values()) /
                                            max(1, counts["heldout"][1])) if per_class else None,
+             "mean_entropy": ent_sum / max(1, ent_n), "label_smoothing": label_smoothing,
              "seconds": time.monotonic() - t_start, "trace": str(trace_dir)}
   out = policy_io.write_policy_dir(output, spec, weights)
   with open(pathlib.Path(out) / "bc_metrics.json", "w") as f:
     json.dump(metrics, f, indent=1)
   print(f"behavioral cloning: train accuracy {acc['train']:.4f}, held-out accuracy "
         f"{acc['heldout']:.4f} on {counts['heldout'][1]} decisions "
-        f"(majority class {metrics['heldout_majority_baseline'] or float('nan'):.4f}); "
+        f"(majority class {metrics['heldout_majority_baseline'] or float('nan'):.4f}), "
+        f"mean entropy {metrics['mean_entropy']:.3f} nats; "
         f"policy saved to {out}", file=stream)
   return metrics

@@ -74,6 +74,8 @@ class PPOConfig:
   max_module_decisions: if > 0, do not sample modules known to have more decisions
     (one module-level reward spread over tens of thousands of decisions carries almost
     no signal per decision, and such modules take minutes to compile).
+  module_sampling: "uniform", or "sqrt_score" (probability ~ sqrt of the module's
+    default score, so modules that weigh more in the total are seen more often).
   """
 
   def __init__(self, modules_per_iteration: int = 32, num_iterations: int = 100,
@@ -87,7 +89,7 @@ class PPOConfig:
                trace_modules: int = 200, seed: int = 0, keep_policies: int = 1000000,
                save_saved_model: bool = True, samples_per_module: int = 1,
                baseline: str = "moving_average", skip_decisionless: bool = True,
-               max_module_decisions: int = 0):
+               max_module_decisions: int = 0, module_sampling: str = "uniform"):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
   def to_json(self):
@@ -418,7 +420,13 @@ class Trainer:
       cap = cfg.max_module_decisions or float("inf")
       pool_mods = [m for m in self.train_modules if 0 < nd.get(m.name, 1) <= cap] or pool_mods
     k = min(cfg.modules_per_iteration, len(pool_mods))
-    idx = self.rng.choice(len(pool_mods), size=k, replace=False)
+    prob = None
+    if cfg.module_sampling == "sqrt_score":
+      w = np.array([np.sqrt(max(st["default_scores"].get(m.name, 0.0), 0.0)) for m in pool_mods])
+      w = np.where(w > 0, w, np.median(w[w > 0]) if (w > 0).any() else 1.0)
+      prob = w / w.sum()
+      k = min(k, int((prob > 0).sum()))
+    idx = self.rng.choice(len(pool_mods), size=k, replace=False, p=prob)
     modules = [pool_mods[i] for i in idx]
     weights = self.current_weights()
     results, cstats = self.collect(modules, weights)
