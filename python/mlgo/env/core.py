@@ -107,9 +107,10 @@ class _Process:
 
   def _watch(self, deadline):
     if not self._done.wait(max(0.0, deadline - time.monotonic())):
-      if self.proc.poll() is None:
-        self.timed_out = True
-        self.kill()
+      # Kill the whole group even if the compiler itself has exited: a child it forked
+      # may still hold the channel open.
+      self.timed_out = True
+      self.kill()
 
   def kill(self):
     try:
@@ -140,6 +141,16 @@ class _Process:
     except subprocess.TimeoutExpired:
       pass
     self._watchdog.join(timeout=1)
+    # Wait (briefly) until the group's other members are gone too.
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:
+      try:
+        os.killpg(self.proc.pid, 0)
+      except (ProcessLookupError, PermissionError):
+        break
+      if not group_members(self.proc.pid):  # only zombies left (init reaps them)
+        break
+      time.sleep(0.002)
 
   def stderr_tail(self) -> str:
     try:
@@ -157,6 +168,23 @@ class _Process:
             f"compiler exited with status {rc}{where}")
     tail = self.stderr_tail()
     return f"{what}: {tail}" if tail else what
+
+
+def group_members(pgid: int) -> list[int]:
+  """Live (non-zombie) processes of process group `pgid`, from /proc."""
+  out = []
+  for entry in os.listdir("/proc"):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f"/proc/{entry}/stat", "rb") as f:
+        stat = f.read()
+    except OSError:
+      continue
+    fields = stat[stat.rfind(b")") + 2:].split()
+    if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+      out.append(int(entry))
+  return out
 
 
 def _open_channel(base: str, proc: _Process, deadline: float):
@@ -367,6 +395,8 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
           return fail(f"timeout after {timeout:g}s")
         if rc < 0 and rc != -signal.SIGKILL:
           return fail(proc.exit_reason(rc))
+        if str(getattr(e, "problem", "")).startswith("stream ends"):
+          return fail(f"early EOF: {e}")
         return fail(f"malformed stream: {e}")
       except _Failure as e:
         proc.kill()
