@@ -195,11 +195,16 @@ class PyReader {
             dims_.push_back(Dims(s, std::nullopt));
           }
         }
+        // One copy of the record; the features are views into it (like the
+        // Python reader's frombuffer views), which halves the array creations.
+        py::array_t<uint8_t> record(static_cast<py::ssize_t>(ev->size));
+        if (ev->size) std::memcpy(record.mutable_data(), ev->data, ev->size);
+        const char* base = reinterpret_cast<const char*>(record.data());
         py::list feats(h.features.size());
-        const char* p = ev->data;
+        size_t off = 0;
         for (size_t i = 0; i < h.features.size(); ++i) {
-          feats[i] = py::array(dtypes_[i], dims_[i], p);  // copies
-          p += h.features[i].nbytes;
+          feats[i] = py::array(dtypes_[i], dims_[i], base + off, record);
+          off += h.features[i].nbytes;
         }
         return c.observation(py::int_(ev->index), feats);
       }
