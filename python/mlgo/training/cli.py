@@ -3,6 +3,7 @@
 Also runnable as `python -m mlgo.training.cli --problem=... --corpus=... --output=...`.
 """
 import argparse
+import importlib.util  # noqa: F401  gin resolves includes through it but does not import it
 import sys
 
 from mlgo.util.cli import repo_root, user_path
