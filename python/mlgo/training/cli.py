@@ -36,7 +36,8 @@ def parse_and_bind_gin(gin_files, gin_bindings):
       raise SystemExit(f"gin file {g} not found (looked in the working dir and the repo)")
     gin.add_config_file_search_path(str(p.parent))
     files.append(str(p))
-  gin.parse_config_files_and_bindings(files, gin_bindings)
+  # Not finalized: tf-agents modules imported later register configurables too.
+  gin.parse_config_files_and_bindings(files, gin_bindings, finalize_config=False)
 
 
 def train_main(argv=None, problem: str | None = None, default_gin: str | None = None):
