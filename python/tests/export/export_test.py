@@ -1,0 +1,123 @@
+"""tools/export_policy's library: a policy dir in, ready-to-use release artifacts out."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from mlgo.export import aot, export, native, server as srv
+from mlgo.training.policy_io import load_policy
+from mlgo.util.toolchain import toolchain
+
+POLICIES = pathlib.Path("cc/aot")
+PROGRAMS = sorted(pathlib.Path("testdata/release").glob("*.c"))
+
+
+@pytest.fixture(autouse=True)
+def _private_home(tmp_path, monkeypatch):
+  # The XLA runtime object cache goes to a per-test home (the sandbox's HOME is read-only).
+  monkeypatch.setenv("MLGO_HOME", str(tmp_path / "home"))
+
+
+def _copy_policy(name, dst):
+  # Bazel's outputs are read-only symlinks; export copies, so give it a plain dir.
+  shutil.copytree(POLICIES / name, dst, symlinks=False)
+  return dst
+
+
+def test_export_inlining_policy(tmp_path):
+  pol = _copy_policy("tiny_inlining", tmp_path / "policy")
+  out = tmp_path / "out"
+  res = export.export_policy(pol, out, llvm_versions=(22,), quiet=True)
+  assert res.problem == "inlining"
+  for rel in ("saved_policy/saved_model.pb", "policy.json", "weights.npz", "tflite/model.tflite",
+              "tflite/output_spec.json", "aot/policy.h", "aot/policy.o",
+              "aot/policy_metadata.o", "aot/mlgo_model.h", "inline_advisor.so", "export.json"):
+    assert (out / rel).is_file(), rel
+  # No TensorFlow at run time: the plugin needs only libLLVM and the C/C++ runtime.
+  libs = native.shared_libraries(out / "inline_advisor.so")
+  assert any(lib.startswith("libLLVM") for lib in libs)
+  assert not [lib for lib in libs if "tensorflow" in lib or "xla" in lib]
+  spec = json.loads((out / "tflite/output_spec.json").read_text())
+  assert spec[0]["logging_name"] == "inlining_decision"
+  assert spec[0]["tensor_spec"]["type"] == "int64_t" and spec[0]["tensor_spec"]["shape"] == [1]
+  manifest = json.loads((out / "export.json").read_text())
+  assert manifest["problem"] == "inlining"
+  assert len(manifest["features"]) == 38
+  assert manifest["sizes"]["plugin_llvm22"] == os.path.getsize(out / "inline_advisor.so")
+
+  # The exported plugin decides like the Python policy, and like the Bazel-built one.
+  policy = load_policy(pol)
+  tc = toolchain(22)
+  for src in PROGRAMS[:2]:
+    logs = {}
+    for tag, so in (("exp", out / "inline_advisor.so"),
+                    ("bzl", pathlib.Path("cc/inline_plugin/plugin_tiny.so").resolve())):
+      log = tmp_path / f"{src.stem}.{tag}.jsonl"
+      env = dict(os.environ, MLGO_INLINE_LOG=str(log))
+      r = subprocess.run([tc.clang, "-Oz", f"-fpass-plugin={so}", "-c", str(src), "-o",
+                          str(tmp_path / f"{src.stem}.{tag}.o")], env=env, capture_output=True,
+                         text=True)
+      assert r.returncode == 0, r.stderr
+      logs[tag] = [json.loads(x) for x in log.read_text().splitlines()]
+    assert logs["exp"] == logs["bzl"]
+    for row in logs["exp"]:
+      obs = {k: np.array([v], np.int64) for k, v in row["features"].items()}
+      assert int(policy.act(obs)) == row["decision"]
+    assert ((tmp_path / f"{src.stem}.exp.o").read_bytes()
+            == (tmp_path / f"{src.stem}.bzl.o").read_bytes())
+
+
+def test_export_priority_policy_builds_working_server(tmp_path):
+  pol = _copy_policy("tiny_priority", tmp_path / "policy")
+  out = tmp_path / "out"
+  res = export.export_policy(pol, out, tflite=False, quiet=True)
+  assert res.problem == "regalloc_priority"
+  assert (out / "advisor_server").is_file() and not (out / "inline_advisor.so").exists()
+  tc = toolchain(22)
+  ll = tmp_path / "k.ll"
+  subprocess.run([tc.clang, "-O2", "-S", "-emit-llvm", str(PROGRAMS[0]), "-o", str(ll)],
+                 check=True)
+  run = srv.run_with_server(str(out / "advisor_server"), "regalloc_priority",
+                            lambda f: [tc.llc, str(ll), "-o", str(tmp_path / "k.o"), *f],
+                            timeout=120)
+  assert run.ok, (run.reason, run.server_stderr, run.compiler_stderr)
+  assert "decisions" in run.server_stderr
+
+
+def test_export_rejects_dir_without_saved_model(tmp_path):
+  (tmp_path / "p").mkdir()
+  (tmp_path / "p" / "policy.json").write_text("{}")
+  with pytest.raises(aot.ExportError, match="no saved_policy/saved_model.pb"):
+    export.export_policy(tmp_path / "p", tmp_path / "out", quiet=True)
+
+
+def test_export_rejects_corrupt_saved_model(tmp_path):
+  sm = tmp_path / "p" / "saved_policy"
+  sm.mkdir(parents=True)
+  (sm / "saved_model.pb").write_bytes(b"\x08\x96\x01 definitely not a SavedModel")
+  with pytest.raises(aot.ExportError, match="saved_model.pb"):
+    export.export_policy(tmp_path / "p", tmp_path / "out", quiet=True)
+
+
+def test_read_signature_names_problem_and_features():
+  spec = aot.read_signature(POLICIES / "tiny_eviction" / "saved_policy")
+  assert spec.problem == "regalloc_eviction"
+  assert spec.output.name == "index_to_evict" and spec.output.dtype == "int64_t"
+  by_name = {t.name: t for t in spec.inputs}
+  assert by_name["mask"].dtype == "int64_t" and by_name["mask"].elements == 33
+  assert by_name["progress"].dtype == "float" and by_name["progress"].elements == 1
+  assert len(spec.feature_names()) == 21
+
+
+def test_model_header_lists_inputs(tmp_path):
+  spec = aot.read_signature(POLICIES / "tiny_priority" / "saved_policy")
+  aot.write_model_header(spec, tmp_path / "m.h", "policy.h", "ns::P")
+  text = (tmp_path / "m.h").read_text()
+  assert '{"li_size", "int64_t", 1, 8},' in text
+  assert '{"weight", "float", 1, 4},' in text
+  assert "using Model = ns::P;" in text
+  assert 'kProblem = "regalloc_priority"' in text
