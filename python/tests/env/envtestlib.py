@@ -1,0 +1,82 @@
+"""Shared helpers of the environment tests: data paths, module builders, leak checks."""
+import functools
+import os
+import pathlib
+import tempfile
+
+from mlgo import env
+
+
+def data_path(rel: str) -> str:
+  """A testdata file, from Bazel's runfiles or the source tree."""
+  cands = []
+  srcdir = os.environ.get("TEST_SRCDIR")
+  if srcdir:
+    cands.append(pathlib.Path(srcdir) / os.environ.get("TEST_WORKSPACE", "mlgo") / rel)
+  cands.append(pathlib.Path(__file__).resolve().parents[3] / rel)
+  for c in cands:
+    if c.exists():
+      return str(c)
+  raise FileNotFoundError(f"{rel} not found in {[str(c) for c in cands]}")
+
+
+def program(name: str) -> str:
+  return data_path(f"testdata/programs/{name}")
+
+
+_WORK = None
+
+
+def workdir() -> str:
+  """A directory for built bitcode, shared by the tests of one process."""
+  global _WORK
+  if _WORK is None:
+    base = os.environ.get("TEST_TMPDIR") or tempfile.gettempdir()
+    _WORK = tempfile.mkdtemp(prefix="envtest-", dir=base)
+  return _WORK
+
+
+@functools.lru_cache(maxsize=None)
+def inlining_module(name: str, version: int) -> env.SourceModule:
+  return env.module_from_source(program(name), workdir(), llvm_version=version, opt="Oz")
+
+
+@functools.lru_cache(maxsize=None)
+def llc_module(name: str, version: int) -> env.LlcModule:
+  return env.modules.optimized_module_from_source(program(name), workdir(),
+                                                  llvm_version=version)
+
+
+def live_children() -> list[int]:
+  """Non-zombie processes whose parent is this process."""
+  me = os.getpid()
+  out = []
+  for entry in os.listdir("/proc"):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f"/proc/{entry}/stat", "rb") as f:
+        stat = f.read()
+    except OSError:
+      continue
+    fields = stat[stat.rfind(b")") + 2:].split()
+    if int(fields[1]) == me and fields[0] not in (b"Z", b"X"):
+      out.append(int(entry))
+  return out
+
+
+def alive(pids) -> list[int]:
+  out = []
+  for p in pids:
+    try:
+      with open(f"/proc/{p}/stat", "rb") as f:
+        stat = f.read()
+    except OSError:
+      continue
+    if stat[stat.rfind(b")") + 2:].split()[0] not in (b"Z", b"X"):
+      out.append(p)
+  return out
+
+
+def env_dirs(tmp: str) -> list[str]:
+  return [d for d in os.listdir(tmp) if d.startswith("mlgo-env-")]
