@@ -129,7 +129,15 @@ def run(problem: str, corpus_dir, output, *, warmstart=None, cfg: PipelineConfig
   if budget > 0:
     trainer.run(time_budget=budget)
   final = out / "policy"
-  pol = policy_io.load_policy(out / "ppo" / "policy")
+  src = out / "ppo" / "policy"
+  best = trainer.state.get("best_validation")
+  if best is not None and (out / "ppo" / "best_policy" / "policy.json").exists():
+    src = out / "ppo" / "best_policy"
+    print(f"[{elapsed():.0f}s] final policy: the best validation one (iteration "
+          f"{best['iteration']}, {best['change'] * 100:+.2f}% on training modules)",
+          file=stream, flush=True)
+    report["best_validation"] = best
+  pol = policy_io.load_policy(src)
   tmp = out / "policy.tmp"
   shutil.rmtree(tmp, ignore_errors=True)
   policy_io.write_policy_dir(tmp, pol.spec, pol.arch.w, saved_model=True)

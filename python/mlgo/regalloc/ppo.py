@@ -30,7 +30,13 @@ from mlgo.util.progress import Progress
 
 @gin.configurable
 class RegallocPPOConfig:
-  """Hyperparameters (configs/regalloc_*.gin, --gin_bindings)."""
+  """Hyperparameters (configs/regalloc_*.gin, --gin_bindings).
+
+  validate_every: every N iterations, compile a fixed sample of `validation_modules`
+    training modules with the greedy policy and keep the best policy so far (by total
+    cost against the default) in best_policy/; 0 disables it. Training modules only:
+    the held-out split stays untouched for the final report.
+  """
 
   def __init__(self, modules_per_iteration: int = 16, num_iterations: int = 1000,
                num_epochs: int = 3, minibatch: int = 512, learning_rate: float = 3e-4,
@@ -38,7 +44,8 @@ class RegallocPPOConfig:
                reward_delta: float = 1.0, baseline_momentum: float = 0.8,
                max_decisions_per_module: int = 3000, max_decisions_per_iteration: int = 30000,
                jobs: int = 2, compile_timeout: float = 300.0, seed: int = 0,
-               keep_policies: int = 5, grad_clip: float = 1.0):
+               keep_policies: int = 5, grad_clip: float = 1.0, validate_every: int = 0,
+               validation_modules: int = 60):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
   def to_json(self):
@@ -278,6 +285,30 @@ class Trainer:
     return {"loss": float(a[:, 0].mean()), "entropy": float(a[:, 1].mean()),
             "ratio_dev": float(a[:, 2].mean())}
 
+  def validate(self, weights):
+    """Greedy total cost vs default on the fixed validation sample (training modules)."""
+    cfg = self.cfg
+    rng = np.random.default_rng(cfg.seed + 12345)
+    mods = self.modules
+    if len(mods) > cfg.validation_modules:
+      mods = [mods[i] for i in sorted(rng.choice(len(mods), cfg.validation_modules,
+                                                 replace=False))]
+    pol = pd = 0.0
+    with cf.ProcessPoolExecutor(max_workers=max(1, cfg.jobs)) as ex:
+      futs = {ex.submit(eval_lib._eval_one, m.bc_path, m.llc_flags, self.problem, self.spec,
+                        weights, self.prepared.llvm_version, cfg.compile_timeout): m
+              for m in mods}
+      for fut in cf.as_completed(futs):
+        m = futs[fut]
+        try:
+          res = fut.result()
+        except Exception:  # a failed module is left out of both totals
+          continue
+        if res.ok:
+          pol += sum(res.functions.values())
+          pd += sum(m.baseline.values())
+    return (pol / pd - 1.0) if pd else float("nan")
+
   def iteration(self):
     cfg, st = self.cfg, self.state
     it = st["iteration"] + 1
@@ -296,7 +327,19 @@ class Trainer:
     new_w = self.model.numpy_weights()
     self.export(new_w, it)
     change = (ptot / dtot - 1.0) if dtot > 0 else float("nan")
-    rec = {"iteration": it, "modules": len(mods), "ok": len(results), "failed": len(failed),
+    val = float("nan")
+    if cfg.validate_every and it % cfg.validate_every == 0:
+      val = self.validate(new_w)
+      best = st.get("best_validation")
+      if val == val and (best is None or val < best["change"]):
+        st["best_validation"] = {"iteration": it, "change": val}
+        policy_io.write_policy_dir(self.out / "best_policy", self.spec, new_w,
+                                   saved_model=False)
+      print(f"validation (greedy, {cfg.validation_modules} training modules): cost vs "
+            f"default {val * 100:+.2f}% (best {st['best_validation']['change'] * 100:+.2f}% "
+            f"at iteration {st['best_validation']['iteration']})", file=self.stream,
+            flush=True)
+    rec = {"validation_change": val, "iteration": it, "modules": len(mods), "ok": len(results), "failed": len(failed),
            "decisions": int(len(batch["adv"])) if batch is not None else 0,
            "reward_mean": float(np.mean(func_rewards)) if func_rewards else float("nan"),
            "cost_change_vs_default": change, "collect_seconds": t_collect,
@@ -309,7 +352,7 @@ class Trainer:
     tot["cpu_seconds"] += cpu + t_train
     tot["wall_seconds"] += time.monotonic() - t0
     with self.summary.as_default(step=it):
-      for key in ("reward_mean", "cost_change_vs_default", "decisions", "loss", "entropy",
+      for key in ("validation_change", "reward_mean", "cost_change_vs_default", "decisions", "loss", "entropy",
                   "ratio_dev", "collect_seconds", "train_seconds", "failed"):
         if rec[key] == rec[key]:
           self.tf.summary.scalar(key, rec[key])
@@ -327,6 +370,13 @@ class Trainer:
     n = num_iterations if num_iterations is not None else self.cfg.num_iterations
     t0 = time.monotonic()
     recs = []
+    if self.cfg.validate_every and "best_validation" not in self.state:
+      w = self.model.numpy_weights()
+      val = self.validate(w)
+      self.state["best_validation"] = {"iteration": self.state["iteration"], "change": val}
+      policy_io.write_policy_dir(self.out / "best_policy", self.spec, w, saved_model=False)
+      print(f"validation of the starting policy: cost vs default {val * 100:+.2f}%",
+            file=self.stream, flush=True)
     while self.state["iteration"] < n:
       if time_budget is not None and recs:
         per = (time.monotonic() - t0) / len(recs)
