@@ -138,7 +138,8 @@ def _plot(rows, path, title):
 
 def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldout",
              jobs: int = 2, timeout: float = 300.0, pool_kind: str = "process",
-             stream=sys.stdout, use_cache: bool = True) -> dict:
+             stream=None, use_cache: bool = True) -> dict:
+  stream = stream or sys.stdout
   corpus = corpus_lib.load_corpus(corpus_dir)
   if split == "all":
     modules = list(corpus.modules)
