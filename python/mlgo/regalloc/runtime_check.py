@@ -202,6 +202,12 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, jobs: int = 2,
     if programs and prog.name not in programs:
       continue
     src = build.fetch_source(prog.package, cli.mlgo_home() / "sources")
+    # Headers a Debian build generates first (e.g. lua's multiarch header).
+    gen = out / prog.name / "gen"
+    gen.mkdir(parents=True, exist_ok=True)
+    for hname, text in build.PACKAGE_HEADERS.get(prog.package, {}).items():
+      (gen / hname).write_text(text)
+    prog = dataclasses.replace(prog, cflags=prog.cflags + [f"-I{gen}"])
     res = {}
     for variant, spec, w in (("default", None, None), ("policy", pol.spec, pol.arch.w)):
       print(f"runtime_check: building {prog.name} ({variant})", file=stream, flush=True)
