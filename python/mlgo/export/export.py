@@ -9,6 +9,8 @@ OUT/
   inline_advisor.so      (inlining) pass plugin for stock clang-22 / opt-22
   inline_advisor_llvm19.so   (inlining, if LLVM 19 dev files are installed)
   advisor_server         (regalloc_eviction / regalloc_priority) channel server
+  llvm_embed/InlinerSizeModel.{h,o} or RegAllocEvictModel.{h,o}: the model under LLVM's
+                         class name, for a clang built with it (see llvm_patches/)
   export.json            what was built, sizes, checks
 """
 import dataclasses
@@ -22,6 +24,11 @@ import time
 
 from mlgo.export import aot, native
 from mlgo.export.aot import ExportError
+
+
+# LLVM's names for compiled-in models (cmake: tf_find_and_compile ... <Name> llvm::<Name>).
+LLVM_EMBED_CLASSES = {"inlining": "llvm::InlinerSizeModel",
+                      "regalloc_eviction": "llvm::RegAllocEvictModel"}
 
 
 @dataclasses.dataclass
@@ -138,7 +145,8 @@ def _smoke_test_plugin(so: pathlib.Path, llvm_version: int) -> str:
 
 
 def export_policy(policy_dir, output_dir, *, tflite: bool = True, build_native: bool = True,
-                  llvm_versions=(22, 19), quiet: bool = False) -> ExportResult:
+                  llvm_versions=(22, 19), llvm_embed: bool = True,
+                  quiet: bool = False) -> ExportResult:
   start = time.monotonic()
   policy_dir = pathlib.Path(policy_dir)
   out = pathlib.Path(output_dir)
@@ -179,6 +187,17 @@ def export_policy(policy_dir, output_dir, *, tflite: bool = True, build_native: 
   a = aot.aot_compile(sm_dst, out / "aot", problem=spec.problem)
   files.update({"aot_header": a["header"], "aot_object": a["object"],
                 "aot_metadata": a["metadata"], "model_header": a["model_header"]})
+
+  # The same model under the class names LLVM's own build expects, for a clang with the
+  # policy compiled in (llvm_patches/: LLVM_OVERRIDE_MODEL_{HEADER,OBJECT}_<NAME>).
+  embed = LLVM_EMBED_CLASSES.get(spec.problem)
+  if embed and llvm_embed:
+    _log(f"XLA AOT compile as {embed} for a patched clang (llvm_patches/)", quiet)
+    e = aot.aot_compile(sm_dst, out / "llvm_embed", cpp_class=embed,
+                        prefix=embed.split("::")[-1], problem=spec.problem)
+    (out / "llvm_embed" / "mlgo_model.h").unlink(missing_ok=True)
+    files["llvm_embed_header"] = e["header"]
+    files["llvm_embed_object"] = e["object"]
 
   if build_native:
     if spec.problem == "inlining":
