@@ -11,9 +11,9 @@ opens the channel) come back as `CompileResult(ok=False, reason=...)`, never as 
 exception; no process, FIFO or temporary directory outlives the call.
 """
 from mlgo.env.core import CompileResult, Trajectory, compile_module, plain_compile
-from mlgo.env.policies import DefaultPolicy, RandomPolicy, MLPPolicy
+from mlgo.env.policies import DefaultPolicy, RandomPolicy, MLPPolicy, ShadowPolicy
 from mlgo.env.modules import LlcModule, SourceModule, module_from_files, module_from_source
 
 __all__ = ["CompileResult", "Trajectory", "compile_module", "plain_compile",
-           "DefaultPolicy", "RandomPolicy", "MLPPolicy", "LlcModule", "SourceModule",
+           "DefaultPolicy", "RandomPolicy", "MLPPolicy", "ShadowPolicy", "LlcModule", "SourceModule",
            "module_from_files", "module_from_source"]

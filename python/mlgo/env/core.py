@@ -2,16 +2,15 @@
 
 Channel plumbing (LLVM's InteractiveModelRunner): the compiler writes observations to
 BASE.out and reads each answer from BASE.in; which one it opens first differs between
-versions (LLVM 22 opens BASE.in first and blocks there until a writer appears). We never
-block on an open: BASE.out is opened O_RDONLY|O_NONBLOCK at once (this lets the
-compiler's open for writing succeed), BASE.in is opened O_WRONLY|O_NONBLOCK as soon as
-the compiler has it open for reading (ENXIO before that), and until the first bytes
-arrive we poll with short sleeps while watching the process: a compiler that exits
-without opening the channel (no decisions to make, unreadable bitcode, bad flags) is
-noticed at once, one that hangs hits the timeout. After that the fds are blocking; a
-watchdog thread kills the compiler's process group at the deadline, which ends any
-blocked read with EOF. The FIFOs live in a private mkdtemp directory (mode 0700) that
-is removed in `finally`, as is the process group.
+versions (LLVM 22 opens BASE.in first and would block there until a writer appears). We
+never block on an open: BASE.in is opened O_RDWR (never blocks on Linux, and lets the
+compiler's open succeed at once), BASE.out O_RDONLY|O_NONBLOCK; then one poll() waits
+for the first observation bytes or the compiler's exit (a pidfd in the same poll set),
+so a compiler that exits without opening the channel (no decisions to make, unreadable
+bitcode, bad flags) is noticed at once and one that hangs hits the timeout, without
+spinning. After that reads block; a watchdog thread kills the compiler's process group
+at the deadline, which ends any blocked read with EOF. The FIFOs live in a private
+mkdtemp directory (mode 0700) that is removed in `finally`, as is the process group.
 """
 import dataclasses
 import errno
@@ -123,12 +122,10 @@ class _Process:
 
   def finish(self, deadline) -> int:
     """Waits for exit until the deadline (then kills); stops the watchdog."""
-    try:
-      rc = self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-      self.timed_out = True
-      self.kill()
-      rc = self.proc.wait()
+    # A blocking waitpid (Popen.wait with a timeout polls with sleeps up to 50 ms);
+    # the watchdog kills the group at the deadline, which ends this wait.
+    del deadline
+    rc = self.proc.wait()
     self.close()
     return rc
 
@@ -188,50 +185,40 @@ def group_members(pgid: int) -> list[int]:
 
 
 def _open_channel(base: str, proc: _Process, deadline: float):
-  """(rfd, wfd|None, exited_rc|None): waits, without blocking, until the compiler has
-  written its first bytes (or has exited / the deadline passed)."""
+  """(rfd, wfd, exited_rc|None): waits, without spinning, until the compiler has written
+  its first bytes, has exited, or the deadline passed.
+
+  BASE.in is opened O_RDWR: that never blocks on Linux and makes the compiler's open for
+  reading succeed at once whichever end it opens first (we never read from it; if the
+  compiler dies, we learn it from BASE.out's EOF). BASE.out is opened O_RDONLY|O_NONBLOCK.
+  A pidfd in the same poll set reports the compiler's exit immediately.
+  """
+  wfd = os.open(base + ".in", os.O_RDWR | os.O_NONBLOCK)
   rfd = os.open(base + ".out", os.O_RDONLY | os.O_NONBLOCK)
-  wfd = None
   poller = select.poll()
   poller.register(rfd, select.POLLIN)
-  sleep_ms = 0.2
-  while True:
-    if wfd is None:
-      wfd = _try_open_writer(base + ".in")
-    if poller.poll(0 if wfd is None else sleep_ms):
-      return rfd, wfd, None
-    rc = proc.poll()
-    if rc is not None:
-      if poller.poll(0):  # wrote and exited: let the reader see the bytes and the EOF
-        return rfd, wfd, None
-      return rfd, wfd, rc
-    if time.monotonic() > deadline:
-      return rfd, wfd, None  # the caller reports the timeout
-    if wfd is None:
-      time.sleep(sleep_ms / 1000.0)
-    sleep_ms = min(sleep_ms * 1.5, 2.0)
-
-
-def _try_open_writer(path: str) -> Optional[int]:
+  pidfd = None
   try:
-    return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-  except OSError as e:
-    if e.errno in (errno.ENXIO, errno.EINTR):
-      return None
-    raise
-
-
-def _wait_writer(path: str, proc: _Process, deadline: float) -> int:
-  while True:
-    fd = _try_open_writer(path)
-    if fd is not None:
-      os.set_blocking(fd, True)
-      return fd
-    if proc.poll() is not None:
-      raise _Failure("compiler exited before opening its input channel")
-    if time.monotonic() > deadline:
-      raise _Failure("timeout")
-    time.sleep(0.0005)
+    pidfd = os.pidfd_open(proc.proc.pid)
+    poller.register(pidfd, select.POLLIN)
+  except (AttributeError, OSError):  # no pidfd: poll the process every 10 ms
+    pass
+  try:
+    while True:
+      left = deadline - time.monotonic()
+      if left <= 0:
+        return rfd, wfd, None  # the caller reports the timeout
+      ready = poller.poll(min(left * 1000.0, 10.0 if pidfd is None else 1000.0))
+      if any(fd == rfd for fd, _ in ready):
+        return rfd, wfd, None
+      rc = proc.poll()
+      if rc is not None:
+        if poller.poll(0) and any(fd == rfd for fd, _ in poller.poll(0)):
+          return rfd, wfd, None  # wrote and exited: the reader sees the bytes, then EOF
+        return rfd, wfd, rc
+  finally:
+    if pidfd is not None:
+      os.close(pidfd)
 
 
 def _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags):
@@ -271,9 +258,26 @@ def _check_header(reader, problem):
   return names
 
 
-def _run_loop(reader, wfd_holder, base, proc, deadline, problem, policy, llvm_version):
+class _Timed:
+  """Wraps a callable, adding its wall time to profile[key] (bench_env's breakdown)."""
+
+  def __init__(self, fn, profile, key):
+    self.fn, self.profile, self.key = fn, profile, key
+    profile.setdefault(key, 0.0)
+
+  def __call__(self, *a):
+    t = time.perf_counter()
+    try:
+      return self.fn(*a)
+    finally:
+      self.profile[self.key] += time.perf_counter() - t
+
+
+def _run_loop(reader, wfd_holder, base, proc, deadline, problem, policy, llvm_version,
+              profile=None):
   """Reads observations, answers them; returns (contexts, decisions, corrections)."""
   names = None
+  wfd = wfd_holder[0]
   feature_names = problem.feature_names
   prepare, validate = problem.prepare, problem.validate
   default_fn = problem.default_action
@@ -285,8 +289,14 @@ def _run_loop(reader, wfd_holder, base, proc, deadline, problem, policy, llvm_ve
   cur = None
   decisions = corrections = 0
   Observation, Context = log_lib.Observation, log_lib.Context
+  next_event, write = reader.next_event, os.write
+  if profile is not None:
+    next_event = _Timed(next_event, profile, "read")
+    act = _Timed(act, profile, "policy")
+    default_fn = _Timed(default_fn, profile, "policy")
+    write = _Timed(write, profile, "write")
   while True:
-    ev = reader.next_event()
+    ev = next_event()
     if ev is None:
       break
     if names is None:
@@ -313,12 +323,11 @@ def _run_loop(reader, wfd_holder, base, proc, deadline, problem, policy, llvm_ve
         raise _Failure(f"policy raised {type(e).__name__}: {e}") from None
     action, corrected = validate(action, obs)
     corrections += corrected
-    wfd = wfd_holder[0]
-    if wfd is None:
-      wfd = wfd_holder[0] = _wait_writer(base + ".in", proc, deadline)
     try:
-      os.write(wfd, action.tobytes())
-    except OSError as e:  # BrokenPipe: the compiler is gone; its status says why
+      write(wfd, action.tobytes())
+    except BlockingIOError:  # 64 KiB of answers unread: it is not reading its input
+      raise _Failure("the compiler does not read its decisions") from None
+    except OSError as e:
       raise _Failure(f"writing the decision failed ({e.strerror or e})") from None
     cur[0].append([obs[n] for n in feature_names])
     cur[1].append(action)
@@ -340,12 +349,13 @@ def _run_loop(reader, wfd_holder, base, proc, deadline, problem, policy, llvm_ve
 
 def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib.DEFAULT_LLVM_VERSION,
                    timeout: float = DEFAULT_TIMEOUT, record_path=None, tool_path=None,
-                   extra_flags=(), output_path=None) -> CompileResult:
+                   extra_flags=(), output_path=None, profile=None) -> CompileResult:
   """Compiles `module` with `policy` answering every decision of `problem`.
 
   tool_path overrides the compiler binary (fault tests use stand-ins); extra_flags go
   to the compiler (-mllvm-wrapped already for clang if needed); output_path keeps a
-  copy of the object file. Never raises for compile failures.
+  copy of the object file; profile (a dict) accumulates seconds spent in "read",
+  "policy" and "write" per decision. Never raises for compile failures.
   """
   t0 = time.monotonic()
   deadline = t0 + timeout
@@ -378,8 +388,6 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
       return fail(f"timeout after {timeout:g}s (the compiler never opened the channel)")
     else:
       os.set_blocking(rfd, True)
-      if wfd_holder[0] is not None:
-        os.set_blocking(wfd_holder[0], True)
       source = rfd
       if record_path:
         record = open(record_path, "wb")
@@ -387,7 +395,8 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
       reader = log_lib.StreamReader(source)
       try:
         trajs, decisions, corrections, order = _run_loop(
-            reader, wfd_holder, base, proc, deadline, problem, policy, llvm_version)
+            reader, wfd_holder, base, proc, deadline, problem, policy, llvm_version,
+            profile)
       except log_lib.LogFormatError as e:
         proc.kill()
         rc = proc.finish(deadline)
