@@ -25,15 +25,14 @@ REGRESSION_ABS = 0.01
 def make_decider(problem: str, spec: dict, weights: dict, greedy: bool = True,
                  seed: int | None = None, record_logp: bool = False):
   """The per-decision callback of llc_run.run_llc for a numpy policy."""
+  from mlgo.regalloc import model  # pylint: disable=import-outside-toplevel
   pol = policy_io.Policy(spec, weights, greedy=greedy, seed=seed)
   arch = pol.arch
   rng = np.random.default_rng(seed)
-  names = pol.input_names
-  enc_one = pol.normalizer.encode_one
+  enc_one = model.FastEncoder(spec).encode_one
 
   def decide(obs):
-    x = np.concatenate([np.asarray(obs[n], np.float64).reshape(-1) for n in names])
-    enc = enc_one(x)[None, :]
+    enc = enc_one(obs)
     params = arch.dist_params(enc)
     a = arch.greedy(params) if greedy else arch.sample(params, rng)
     a0 = a.reshape(-1)[0]

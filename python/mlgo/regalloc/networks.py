@@ -43,8 +43,9 @@ ENC_CLIP = 10.0
 
 
 def clean_np(enc):
-  return np.clip(np.nan_to_num(np.asarray(enc, np.float32), nan=0.0, posinf=ENC_CLIP,
-                               neginf=-ENC_CLIP), -ENC_CLIP, ENC_CLIP)
+  e = np.asarray(enc, np.float32)
+  e = np.where(e != e, np.float32(0), e)
+  return np.clip(e, -ENC_CLIP, ENC_CLIP, out=e)
 
 
 def clean_tf(tf, enc):
