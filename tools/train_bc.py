@@ -22,13 +22,18 @@ def main(argv=None):
   ap.add_argument("--seed", type=int, default=0)
   ap.add_argument("--label_smoothing", type=float, default=0.1,
                   help="keeps some probability on the non-default action (PPO explores)")
+  ap.add_argument("--explore_eps", type=float, default=0.0,
+                  help="if > 0: margin-dependent exploration instead of label smoothing "
+                       "(inlining: eps * exp(-|cost_estimate - threshold| / tau))")
+  ap.add_argument("--explore_tau", type=float, default=10.0)
   a = ap.parse_args(argv)
   from mlgo.training import bc  # pylint: disable=import-outside-toplevel
   m = bc.train_bc(user_path(a.trace), user_path(a.output),
                   hidden=[int(x) for x in a.hidden.split(",") if x], epochs=a.epochs,
                   batch_size=a.batch_size, learning_rate=a.learning_rate,
                   heldout_fraction=a.heldout_fraction, seed=a.seed,
-                  label_smoothing=a.label_smoothing)
+                  label_smoothing=a.label_smoothing, explore_eps=a.explore_eps,
+                  explore_tau=a.explore_tau)
   print(f"heldout_accuracy={m['heldout_accuracy']:.4f} train_accuracy={m['train_accuracy']:.4f}")
   return 0
 

@@ -88,6 +88,11 @@ class TrainingAdapter:
   def trajectory_key(self, module_name: str, trajectory) -> str:
     return module_name
 
+  def exploration_prob(self, features: dict, eps: float, tau: float):
+    """Per-decision probability to leave on the non-default action(s) in behavioral
+    cloning (the warm start's exploration), or None for uniform label smoothing."""
+    return None
+
   def reward(self, score: float, baseline: float) -> float:
     d = self.REWARD_DELTA
     return 1.0 - (score + d) / (baseline + d)
@@ -142,6 +147,15 @@ class InliningAdapter(MlpCategoricalAdapter):
   PROBLEM = "inlining"
   OUTPUT_NAME = "inlining_decision"
   EXCLUDE_FEATURES = ("inlining_default",)
+
+  def exploration_prob(self, features, eps, tau):
+    # The default inlines iff cost_estimate < threshold. Flipping a call site far from
+    # that boundary (inlining a callee that costs hundreds over the threshold) nearly
+    # always grows the code and drowns the module's reward in noise; exploring close
+    # to the boundary is where a different decision can pay off.
+    c = np.asarray(features["cost_estimate"], np.float64).reshape(-1)
+    t = np.asarray(features["threshold"], np.float64).reshape(-1)
+    return eps * np.exp(-np.abs(c - t) / max(tau, 1e-6))
 
   def scores(self, result):
     return {result.module.name if hasattr(result.module, "name") else str(result.module):

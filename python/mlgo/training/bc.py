@@ -59,11 +59,15 @@ def init_weights(arch: dict, input_dim: int, seed: int = 0) -> dict:
 
 def train_bc(trace_dir, output, hidden=(64, 64), epochs: int = 4, batch_size: int = 256,
              learning_rate: float = 1e-3, heldout_fraction: float = 0.1, seed: int = 0,
-             label_smoothing: float = 0.1, stream=sys.stderr) -> dict:
+             label_smoothing: float = 0.1, explore_eps: float = 0.0,
+             explore_tau: float = 20.0, stream=sys.stderr) -> dict:
   """label_smoothing > 0 keeps the clone's greedy decisions but leaves it some
   probability on the other action, which PPO needs to explore from a warm start (the
   default inliner is an almost exactly learnable function of its features; a clone
-  trained to zero loss would never try anything else)."""
+  trained to zero loss would never try anything else).
+  explore_eps > 0 instead uses the problem's exploration_prob (for inlining: eps *
+  exp(-|cost_estimate - threshold| / explore_tau)) as the target probability of the
+  non-default action, so exploration concentrates where it can pay off."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   t_start = time.monotonic()
   ds = dataset.Dataset(trace_dir)
@@ -105,13 +109,30 @@ def train_bc(trace_dir, output, hidden=(64, 64), epochs: int = 4, batch_size: in
     opt.apply_gradients(zip(grads, model.trainable_variables))
     return loss
 
+  soft_loss = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
+
+  @tf.function
+  def soft_step(x, target):
+    with tf.GradientTape() as tape:
+      loss = soft_loss(target, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
   def shard_arrays(shard):
     x = encoder.encode_batch({f["name"]: shard["f/" + f["name"]] for f in features})
     y = _labels(shard).astype(np.int64).reshape(-1)
-    mods = shard["traj_module"][shard["traj"]]
     held = np.array([heldout_module(m, heldout_fraction) for m in shard["traj_module"]])[
         shard["traj"]]
-    return x, y, held, mods
+    soft = None
+    if explore_eps > 0:
+      p = adapter.exploration_prob({k[2:]: v for k, v in shard.items() if k.startswith("f/")},
+                                   explore_eps, explore_tau)
+      if p is not None:
+        p = np.clip(p, 0.0, 0.49)
+        soft = np.where(np.eye(n_act, dtype=bool)[y], (1 - p)[:, None],
+                        (p / (n_act - 1))[:, None]).astype(np.float32)
+    return x, y, held, soft
 
   rng = np.random.default_rng(seed)
   print(f"behavioral cloning: {ds.num_decisions} decisions from {len(ds.modules)} modules, "
@@ -119,12 +140,16 @@ def train_bc(trace_dir, output, hidden=(64, 64), epochs: int = 4, batch_size: in
   for epoch in range(epochs):
     losses = []
     for shard in ds.shards():
-      x, y, held, _ = shard_arrays(shard)
+      x, y, held, soft = shard_arrays(shard)
       x, y = x[~held], y[~held]
+      soft = soft[~held] if soft is not None else None
       order = rng.permutation(len(y))
       for s in range(0, len(order), batch_size):
         idx = order[s:s + batch_size]
-        losses.append(float(step(x[idx], y[idx])))
+        if soft is not None:
+          losses.append(float(soft_step(x[idx], soft[idx])))
+        else:
+          losses.append(float(step(x[idx], y[idx])))
     print(f"  epoch {epoch + 1}/{epochs}: loss {np.mean(losses) if losses else float('nan'):.4f}",
           file=stream)
 
@@ -154,6 +179,7 @@ def train_bc(trace_dir, output, hidden=(64, 64), epochs: int = 4, batch_size: in
              "heldout_majority_baseline": (max(v[1] for v in per_class.values()) /
                                            max(1, counts["heldout"][1])) if per_class else None,
              "mean_entropy": ent_sum / max(1, ent_n), "label_smoothing": label_smoothing,
+             "explore_eps": explore_eps, "explore_tau": explore_tau,
              "seconds": time.monotonic() - t_start, "trace": str(trace_dir)}
   out = policy_io.write_policy_dir(output, spec, weights)
   with open(pathlib.Path(out) / "bc_metrics.json", "w") as f:

@@ -20,6 +20,8 @@ def make_policy(ref, seed=None):
   env, _ = envshim.env_and_problems()
   if ref == _DEFAULT:
     return env.DefaultPolicy()
+  if hasattr(ref, "act"):  # a picklable policy object (e.g. mlgo.training.heuristics)
+    return ref
   spec, weights, greedy = ref
   return policy_io.Policy(spec, weights, greedy=greedy, seed=seed)
 

@@ -74,6 +74,9 @@ class PPOConfig:
   max_module_decisions: if > 0, do not sample modules known to have more decisions
     (one module-level reward spread over tens of thousands of decisions carries almost
     no signal per decision, and such modules take minutes to compile).
+  validate_every: every N iterations (0: never) compile `validation_modules` fixed
+    training modules with the greedy policy; the best greedy total so far is kept in
+    <output>/best_policy (the sampled policy's size says little about the greedy one).
   module_sampling: "uniform", or "sqrt_score" (probability ~ sqrt of the module's
     default score, so modules that weigh more in the total are seen more often).
   """
@@ -89,7 +92,8 @@ class PPOConfig:
                trace_modules: int = 200, seed: int = 0, keep_policies: int = 1000000,
                save_saved_model: bool = True, samples_per_module: int = 1,
                baseline: str = "moving_average", skip_decisionless: bool = True,
-               max_module_decisions: int = 0, module_sampling: str = "uniform"):
+               max_module_decisions: int = 0, module_sampling: str = "uniform",
+               validate_every: int = 0, validation_modules: int = 48):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
   def to_json(self):
@@ -409,6 +413,33 @@ class Trainer:
     os.rename(tmp, self.ckpt_dir)
     shutil.rmtree(old, ignore_errors=True)
 
+  def validation_set(self):
+    nd = self.state.get("decisions", {})
+    cap = self.cfg.max_module_decisions or float("inf")
+    mods = [m for m in self.train_modules if 0 < nd.get(m.name, 0) <= cap
+            and m.name in self.state["default_scores"]]
+    rng = np.random.default_rng(self.cfg.seed + 12345)
+    k = min(self.cfg.validation_modules, len(mods))
+    return [mods[i] for i in sorted(rng.choice(len(mods), size=k, replace=False))]
+
+  def validate(self, weights):
+    """Greedy policy on the validation modules: total size change vs default (%)."""
+    ref = (self.spec, weights, True)
+    pol = dft = 0.0
+    cpu = 0.0
+    with make_pool(self.cfg.pool, self.cfg.jobs) as pool:
+      for m in self.validation_set():
+        pool.submit(collect.compile_one, m, self.problem_name, ref, None,
+                    self.corpus.llvm_version, self.cfg.compile_timeout, False)
+      for r in pool.results():
+        cpu += r.seconds
+        if r.ok and r.value[0].ok:
+          for k, v in self.adapter.scores(r.value[0]).items():
+            if k in self.state["default_scores"]:
+              pol += v
+              dft += self.state["default_scores"][k]
+    return ((pol / dft - 1.0) * 100.0 if dft else float("nan")), cpu
+
   def iteration(self):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     cfg, st = self.cfg, self.state
@@ -450,6 +481,25 @@ class Trainer:
            "collect_seconds": t_collect, "train_seconds": t_train, "export_seconds": t_export,
            "compile_cpu_seconds": cstats["cpu_seconds"],
            "failures": cstats["failures"][:5]}
+    if cfg.validate_every and it % cfg.validate_every == 0:
+      t3 = time.monotonic()
+      val, vcpu = self.validate(new_weights)
+      rec["validation_change_pct"] = val
+      rec["validation_seconds"] = time.monotonic() - t3
+      cstats["cpu_seconds"] += vcpu
+      best = st.get("best_validation")
+      if val == val and (best is None or val < best["change_pct"]):
+        st["best_validation"] = {"iteration": it, "change_pct": val}
+        src = self.output / "policies" / f"iter-{it:05d}"
+        tmp = self.output / "best_policy.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src, tmp)
+        shutil.rmtree(self.output / "best_policy", ignore_errors=True)
+        os.rename(tmp, self.output / "best_policy")
+      b = st.get("best_validation") or {"change_pct": float("nan"), "iteration": None}
+      print(f"iteration {it}: greedy validation on {cfg.validation_modules} training modules "
+            f"{val:+.3f}% vs default (best {b['change_pct']:+.3f}% at iteration "
+            f"{b['iteration']})", file=self.stream, flush=True)
     tot = st["totals"]
     tot["failed"] += cstats["failed"]
     tot["cancelled"] += cstats["cancelled"]
@@ -459,8 +509,9 @@ class Trainer:
     st["iteration"] = it
     with self.summary.as_default(step=it):
       for key in ("reward_mean", "size_change_vs_default", "entropy", "decisions", "loss",
-                  "collect_seconds", "train_seconds", "export_seconds", "failed", "cancelled"):
-        if rec[key] == rec[key]:
+                  "collect_seconds", "train_seconds", "export_seconds", "failed", "cancelled",
+                  "validation_change_pct"):
+        if key in rec and rec[key] == rec[key]:
           tf.summary.scalar(key, rec[key])
     self.summary.flush()
     self.save_checkpoint()
