@@ -273,12 +273,40 @@ class _Timed:
       self.profile[self.key] += time.perf_counter() - t
 
 
+class _Packer:
+  """Stores each observation's policy-visible features as one flat row per dtype (one
+  numpy call per decision) and unpacks them into per-feature [n, *shape] arrays."""
+
+  def __init__(self, features):
+    groups = {}
+    for f in features:
+      groups.setdefault(np.dtype(f.dtype), []).append(f)
+    self.groups = [(dt, [f.name for f in fs], fs) for dt, fs in groups.items()]
+
+  def pack(self, obs):
+    return [np.concatenate([obs[n] for n in names], axis=None).astype(dt, copy=False)
+            for dt, names, _ in self.groups]
+
+  def unpack(self, rows) -> dict:
+    out = {}
+    n = len(rows)
+    for g, (_, _, fs) in enumerate(self.groups):
+      block = np.stack([r[g] for r in rows])
+      off = 0
+      for f in fs:
+        size = int(np.prod(f.shape))
+        out[f.name] = np.ascontiguousarray(block[:, off:off + size]).reshape((n,) + tuple(f.shape))
+        off += size
+    return out
+
+
 def _run_loop(reader, wfd_holder, base, proc, deadline, problem, policy, llvm_version,
               profile=None):
   """Reads observations, answers them; returns (contexts, decisions, corrections)."""
   names = None
   wfd = wfd_holder[0]
-  feature_names = problem.feature_names
+  packer = _Packer(problem.features)
+  pack = packer.pack
   prepare, validate = problem.prepare, problem.validate
   default_fn = problem.default_action
   is_default = isinstance(policy, DefaultPolicy)
@@ -329,7 +357,7 @@ def _run_loop(reader, wfd_holder, base, proc, deadline, problem, policy, llvm_ve
       raise _Failure("the compiler does not read its decisions") from None
     except OSError as e:
       raise _Failure(f"writing the decision failed ({e.strerror or e})") from None
-    cur[0].append([obs[n] for n in feature_names])
+    cur[0].append(pack(obs))
     cur[1].append(action)
     if has_defaults:
       cur[2].append(default)
@@ -339,8 +367,7 @@ def _run_loop(reader, wfd_holder, base, proc, deadline, problem, policy, llvm_ve
     rows, acts, dfl = contexts[name]
     if not rows:
       continue
-    cols = list(zip(*rows))
-    feats = {n: np.stack(c) for n, c in zip(feature_names, cols)}
+    feats = packer.unpack(rows)
     trajs.append(Trajectory(name, feats, np.array(acts, dtype=problem.action.dtype),
                             np.array(dfl, dtype=problem.action.dtype) if has_defaults
                             else None))

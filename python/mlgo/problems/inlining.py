@@ -39,6 +39,10 @@ DEFAULT_FEATURE = "inlining_default"
 # LLVM versions whose interactive inliner puts the default decision into this slot.
 _DEFAULT_IN_SLOT = {19: "callee_basic_block_count"}
 _ZERO = np.zeros((1,), np.int64)
+_ONE = np.ones((1,), np.int64)
+_ZERO.flags.writeable = False
+_ACTIONS = (np.int64(0), np.int64(1))
+_ONE.flags.writeable = False
 
 
 def default_slot(llvm_version: int) -> str:
@@ -52,22 +56,24 @@ def prepare(obs: dict, llvm_version: int):
   """Raw features -> (policy features, default decision)."""
   if llvm_version <= 19:
     slot = _DEFAULT_IN_SLOT[19]
-    default = int(first(obs[slot]) != 0)
+    default = int(obs[slot][0] != 0)
     obs[slot] = _ZERO
   else:
-    default = int(first(obs[DEFAULT_FEATURE]) != 0)
-  obs[DEFAULT_FEATURE] = np.full((1,), default, np.int64)
+    default = int(obs[DEFAULT_FEATURE][0] != 0)
+  obs[DEFAULT_FEATURE] = _ONE if default else _ZERO
   return obs, default
 
 
 def default_action(obs: dict) -> np.int64:
-  return np.int64(first(obs[DEFAULT_FEATURE]))
+  return _ACTIONS[int(obs[DEFAULT_FEATURE][0] != 0)]
 
 
 def validate(action, obs):
+  if isinstance(action, np.int64) and (action == 0 or action == 1):
+    return action, False  # the fast path: a well-formed answer
   a = int(np.asarray(action).reshape(-1)[0])
   if a in (0, 1):
-    return np.int64(a), False
+    return _ACTIONS[a], False
   return np.int64(1 if a > 0 else 0), True
 
 
