@@ -406,6 +406,8 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
     proc = _Process(argv, os.path.join(tmp, "stderr.txt"), deadline)
     rfd, wfd_holder[0], early_rc = _open_channel(base, proc, deadline)
     order = []
+    if early_rc is not None and proc.timed_out:  # the watchdog was first
+      return fail(f"timeout after {timeout:g}s (the compiler never opened the channel)")
     if early_rc is not None:
       if early_rc != 0:
         return fail(proc.exit_reason(early_rc, before_channel=True))
