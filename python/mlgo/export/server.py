@@ -78,24 +78,28 @@ def run_with_server(server: str, problem: str, compiler_argv: Callable[[list[str
     comp = subprocess.Popen(cargv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=cerr)
     deadline = start + timeout
-    while comp.poll() is None or srv.poll() is None:
+    while True:
+      try:
+        comp.wait(timeout=0.05)
+        break
+      except subprocess.TimeoutExpired:
+        pass
       if time.monotonic() > deadline:
         reason = f"timeout after {timeout:.0f}s"
         break
-      if srv.poll() not in (None, 0) and comp.poll() is None:
+      if srv.poll() not in (None, 0):
         # The server refused (e.g. feature mismatch): the compiler would wait forever.
-        time.sleep(0.2)
-        if comp.poll() is None:
+        try:
+          comp.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
           reason = f"advisor server exited with status {srv.returncode}"
           break
-      if comp.poll() is not None and srv.poll() is None:
-        # Compiler gone; give the server a moment to see EOF, then stop it.
-        try:
-          srv.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-          reason = reason or "advisor server did not exit after the compiler finished"
-          break
-      time.sleep(0.002)
+    if reason is None:
+      # Compiler gone; the server sees EOF and exits.
+      try:
+        srv.wait(timeout=5)
+      except subprocess.TimeoutExpired:
+        reason = "advisor server did not exit after the compiler finished"
   finally:
     for p in (comp, srv):
       if p is not None and p.poll() is None:

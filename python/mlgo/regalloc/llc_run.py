@@ -89,6 +89,16 @@ def function_names(yaml_or_none, trajectories) -> list:
   return sorted({t.name for t in trajectories})
 
 
+def _die_with_parent():
+  """llc gets SIGKILL if our process dies: a killed driver must not leave llc spinning
+  on its closed channel (InteractiveModelRunner retries reads at EOF forever)."""
+  try:
+    import ctypes  # pylint: disable=import-outside-toplevel
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+  except OSError:
+    pass
+
+
 class _Stop(Exception):
   pass
 
@@ -206,7 +216,7 @@ def run_llc(bc_path: str, llc_flags, problem: str,
                     trace_log, remarks, plugin)
     errf = open(os.path.join(tmp, "stderr"), "wb+")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=errf)
+                            stderr=errf, preexec_fn=_die_with_parent)
     trajs = {}
     order = []
     decisions = corrections = 0

@@ -74,3 +74,38 @@ Args:
 """
   costs = llc_run.remark_costs(text)
   assert costs == {"f": 3.0 * 1 + 2.0 * 4 + 1.0 * 4 + 10.0 * 0.2}
+
+
+def test_killed_driver_leaves_no_llc(opt_bc, tmp_path):
+  """SIGKILL of the process driving llc must not leave llc spinning on the channel."""
+  import os
+  import signal
+  import subprocess
+  import sys
+  import time
+  marker = tmp_path / "started"
+  code = f"""
+import pathlib, time
+from mlgo.regalloc import llc_run
+def stall(obs):
+  pathlib.Path({str(marker)!r}).write_text("x")
+  time.sleep(600)
+llc_run.run_llc({opt_bc['mixer']!r}, ["-O2"], llc_run.EVICTION, stall)
+"""
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+  p = subprocess.Popen([sys.executable, "-c", code], env=env)
+  for _ in range(300):
+    if marker.exists():
+      break
+    time.sleep(0.1)
+  assert marker.exists()
+  out = subprocess.run(["pgrep", "-f", opt_bc["mixer"]], capture_output=True, text=True)
+  assert out.stdout.strip()  # llc is running, waiting for our answer
+  p.send_signal(signal.SIGKILL)
+  p.wait()
+  for _ in range(50):
+    out = subprocess.run(["pgrep", "-f", opt_bc["mixer"]], capture_output=True, text=True)
+    if not out.stdout.strip():
+      break
+    time.sleep(0.1)
+  assert not out.stdout.strip()
