@@ -33,6 +33,8 @@ def main(argv=None):
   ap.add_argument("--iterations", type=int, default=2)
   ap.add_argument("--jobs", type=int, default=2)
   ap.add_argument("--output", help="dir for the benchmark's training run (default: temp)")
+  ap.add_argument("--trace", help="default trace (else a small one is made)")
+  ap.add_argument("--warmstart", help="policy dir to sample from (else random init)")
   a = ap.parse_args(argv)
   import numpy as np  # pylint: disable=import-outside-toplevel
   from mlgo import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
@@ -41,12 +43,19 @@ def main(argv=None):
   corpus_dir = user_path(a.corpus) if a.corpus else corpus_lib.default_corpus()
   corpus = corpus_lib.load_corpus(corpus_dir)
   mods = corpus.split("train")
+  if a.trace:
+    # Modules of typical size: the benchmark should not hinge on one 60k-decision module.
+    from mlgo.training import dataset  # pylint: disable=import-outside-toplevel
+    info = dataset.Dataset(user_path(a.trace)).modules
+    mods = [m for m in mods if 0 < info.get(m.name, {}).get("decisions", 0) <= 4000]
   rng = np.random.default_rng(0)
   mods = [mods[i] for i in rng.choice(len(mods), min(a.modules, len(mods)), replace=False)]
   out = user_path(a.output) if a.output else pathlib_tmp()
   cfg = ppo.PPOConfig(modules_per_iteration=len(mods), jobs=a.jobs,
                       trace_modules=len(mods) * 4, num_epochs=4)
-  trainer = ppo.Trainer(corpus_dir, out, problem_name=a.problem, config=cfg)
+  trainer = ppo.Trainer(corpus_dir, out, problem_name=a.problem, config=cfg,
+                        trace=user_path(a.trace) if a.trace else None,
+                        warmstart=user_path(a.warmstart) if a.warmstart else None)
   weights = trainer.current_weights()
   sampler = (trainer.spec, weights, False)
 
