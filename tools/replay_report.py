@@ -24,7 +24,8 @@ def main(argv=None) -> int:
   ap.add_argument("--corpus", help="corpus dir (one version only)")
   ap.add_argument("--problems", default="inlining,regalloc_eviction,regalloc_priority")
   ap.add_argument("--jobs", type=int, default=1, help="parallel compiles (at most 2)")
-  ap.add_argument("--limit", type=int, default=0, help="first N modules only (0 = all)")
+  ap.add_argument("--limit", type=int, default=0,
+                  help="N modules spread evenly over the corpus (0 = all)")
   ap.add_argument("--timeout", type=float, default=300.0)
   ap.add_argument("--json", help="write the full report here")
   args = ap.parse_args(argv)
@@ -33,7 +34,10 @@ def main(argv=None) -> int:
   for v in [int(x) for x in args.llvm_versions.split(",") if x]:
     path = cli.user_path(args.corpus) if args.corpus else corpus_lib.default_corpus(v)
     c = corpus_lib.load_corpus(path)
-    mods = c.modules[:args.limit] if args.limit else c.modules
+    mods = c.modules
+    if args.limit and args.limit < len(mods):
+      step = len(mods) / args.limit
+      mods = [mods[int(i * step)] for i in range(args.limit)]
     print(f"corpus {path}: {len(mods)} modules (LLVM {c.llvm_version}, -{c.opt_level})")
     for p in args.problems.split(","):
       r = replay.replay_corpus(mods, p, v, jobs=args.jobs, timeout=args.timeout)
