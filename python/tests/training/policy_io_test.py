@@ -1,6 +1,5 @@
 """Numpy evaluator vs TF SavedModel, policy dir format, decision cost."""
 import json
-import time
 
 import numpy as np
 import pytest
@@ -45,18 +44,15 @@ def test_numpy_matches_saved_model(tmp_path):
   assert seen == {0, 1}
 
 
-def test_batch_equals_single_and_is_fast(tmp_path):
+def test_batch_equals_single(tmp_path):
   spec, w, data = _spec_and_weights(2)
   d = policy_io.write_policy_dir(tmp_path / "pol", spec, w, saved_model=False)
   pol = policy_io.load_policy(d)
   obs = [{n: np.array([data[n][i]], np.int64) for n in NAMES} for i in range(1000)]
-  t0 = time.perf_counter()
   single = np.array([pol.act(o) for o in obs])
-  per_decision = (time.perf_counter() - t0) / len(obs)
   batch = pol.decide_batch({n: data[n][:1000, None] for n in NAMES})
   assert (single == batch).all()
-  # Tens of microseconds per decision (generous bound for a loaded CI machine).
-  assert per_decision < 300e-6, per_decision
+  # Per-decision speed is measured by //tools:bench_training, not asserted here.
 
 
 def test_sampling_follows_probabilities():
