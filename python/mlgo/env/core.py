@@ -349,7 +349,10 @@ def _run_loop(reader, wfd_holder, base, proc, deadline, problem, policy, llvm_ve
         action = act(obs)
       except Exception as e:  # a policy bug must not take the worker down
         raise _Failure(f"policy raised {type(e).__name__}: {e}") from None
-    action, corrected = validate(action, obs)
+    try:
+      action, corrected = validate(action, obs)
+    except (TypeError, ValueError, OverflowError, IndexError) as e:
+      raise _Failure(f"policy returned an unusable action {action!r} ({e})") from None
     corrections += corrected
     try:
       write(wfd, action.tobytes())
@@ -471,6 +474,9 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
     return fail(str(e))
   except (OSError, RuntimeError, subprocess.SubprocessError, toolchain_lib.ToolchainError) as e:
     return fail(f"environment error: {type(e).__name__}: {e}")
+  except Exception as e:  # pylint: disable=broad-except
+    # Anything else is our bug, but one module must not take a collection worker down.
+    return fail(f"internal error: {type(e).__name__}: {e}")
   finally:
     if proc is not None:
       proc.close()

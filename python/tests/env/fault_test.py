@@ -125,3 +125,12 @@ def test_fifo_directory_is_private(private_tmp, monkeypatch):
   res = env.compile_module(lib.inlining_module("calls.c", 22), "inlining", env.DefaultPolicy())
   assert res.ok
   assert seen == [0o700, 0o700]
+
+
+def test_unusable_policy_action_is_a_failure(private_tmp):
+  class NoneAction:
+    def act(self, obs):
+      return None
+  res = env.compile_module(lib.inlining_module("calls.c", 22), "inlining", NoneAction())
+  assert not res.ok and "unusable action" in res.reason
+  assert lib.live_children() == [] and lib.env_dirs(str(private_tmp)) == []
