@@ -377,6 +377,31 @@ def _run_loop(reader, wfd_holder, base, proc, deadline, problem, policy, llvm_ve
   return trajs, decisions, corrections, order
 
 
+_SHM = "/dev/shm"
+_use_shm = None
+
+
+def _private_dir() -> str:
+  """A fresh mode-0700 directory for one compile's FIFOs and outputs.
+
+  On tmpfs (/dev/shm) when usable: creating and removing the directory there costs
+  ~0.05 ms instead of ~1.6 ms on the ext4 /tmp here. MLGO_ENV_TMPDIR or an explicitly
+  set tempfile.tempdir take precedence.
+  """
+  global _use_shm
+  explicit = os.environ.get("MLGO_ENV_TMPDIR") or tempfile.tempdir
+  if explicit:
+    return tempfile.mkdtemp(prefix="mlgo-env-", dir=explicit)
+  if _use_shm is not False:
+    try:
+      d = tempfile.mkdtemp(prefix="mlgo-env-", dir=_SHM)
+      _use_shm = True
+      return d
+    except OSError:
+      _use_shm = False
+  return tempfile.mkdtemp(prefix="mlgo-env-")
+
+
 def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib.DEFAULT_LLVM_VERSION,
                    timeout: float = DEFAULT_TIMEOUT, record_path=None, tool_path=None,
                    extra_flags=(), output_path=None, profile=None) -> CompileResult:
@@ -400,7 +425,7 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
                          corrections, proc.stderr_tail() if proc else "")
 
   try:
-    tmp = tempfile.mkdtemp(prefix="mlgo-env-")  # mode 0700
+    tmp = _private_dir()  # mode 0700
     base = os.path.join(tmp, "channel")
     os.mkfifo(base + ".out", 0o600)
     os.mkfifo(base + ".in", 0o600)
