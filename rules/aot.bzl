@@ -62,6 +62,7 @@ def xla_aot_model(name, saved_model, cpp_class = "mlgo::Policy", problem = "", *
         hdrs = [name + "/policy.h", name + "/mlgo_model.h"],
         includes = [name],
         deps = ["@local_python//:xla_aot_runtime"],
+        linkstatic = True,
         **kwargs
     )
 
@@ -75,7 +76,8 @@ def inline_advisor_plugin(name, model, llvm_version = 22, **kwargs):
         srcs = ["//cc/inline_plugin:inline_plugin.cc"],
         deps = [model, "@llvm%d//:headers" % llvm_version],
         linkshared = True,
-        copts = ["-fvisibility=hidden", "-fvisibility-inlines-hidden", "-w"],
+        # Optimized whatever the compilation mode: this code runs inside every compile.
+        copts = ["-O2", "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-w"],
         # LLVM symbols come from the compiler's own libLLVM (same soname).
         linkopts = [
             "-L/usr/lib/llvm-%d/lib" % llvm_version,
@@ -93,6 +95,6 @@ def advisor_server(name, model, **kwargs):
         name = name,
         srcs = ["//cc/advisor_server:advisor_server.cc"],
         deps = [model],
-        copts = ["-w"],
+        copts = ["-O2", "-w"],
         **kwargs
     )

@@ -348,8 +348,12 @@ int main(int argc, char **argv) {
 
   std::string line, err;
   if (!rd.line(line)) {
-    std::fprintf(stderr, "advisor_server: %s.out closed before the header line\n", base.c_str());
-    return 1;
+    // The compiler closed the channel without using it (no decision to make in this
+    // module). Whether the compile succeeded is the compiler's exit status to tell.
+    if (!quiet)
+      std::fprintf(stderr, "advisor_server: 0 decisions (%s.out closed before any header)\n",
+                   base.c_str());
+    return 0;
   }
   Json header;
   if (!JsonParser(line).parse(header, err)) {

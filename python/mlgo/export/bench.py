@@ -4,6 +4,10 @@
 - llc-22 with the advisor server on the eviction channel vs plain llc-22 (goal <= 1.15x),
 - the plugin's size and the model's share of it.
 
+The plugin is also timed with MLGO_INLINE_FOLLOW_DEFAULT=1 (model evaluated, LLVM's
+heuristic decides; the objects are byte-identical to plain clang's): that isolates the
+advisor's own cost from the effect of different inlining on the rest of the pipeline.
+
 Each module is compiled `reps` times in each configuration, alternating, and the fastest
 run counts (the machine is shared; the minimum is the least noisy estimate). Both wall
 time and the children's CPU time (user+sys, which includes the server's) are reported.
@@ -65,29 +69,34 @@ def bench_plugin(plugin: str, modules: int = 20, reps: int = 3, seed: int = 0,
   corpus = corpus_mod.load_corpus(corpus_mod.default_corpus(llvm_version, opt="Oz"))
   clang = toolchain(llvm_version).clang
   mods = _sample(corpus, modules, seed)
-  pairs, failures = [], []
+  pairs, failures, follow = [], [], []
   prog = Progress("bench plugin", len(mods)) if progress else None
   with tempfile.TemporaryDirectory() as d:
     out = os.path.join(d, "o.o")
     for m in mods:
       base = m.compile_argv(clang, out)
       new = m.compile_argv(clang, out, [f"-fpass-plugin={plugin}"])
-      run = lambda argv: subprocess.run(argv, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL).returncode == 0
-      b, n = [], []
+      fd_env = dict(os.environ, MLGO_INLINE_FOLLOW_DEFAULT="1")
+      run = lambda argv, env=None: subprocess.run(
+          argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env).returncode == 0
+      b, n, f = [], [], []
       for _ in range(reps):
         b.append(_timed(lambda: run(base)))
         n.append(_timed(lambda: run(new)))
-      if not all(x[0] for x in b + n):
+        f.append(_timed(lambda: run(new, fd_env)))
+      if not all(x[0] for x in b + n + f):
         failures.append(m.name)
       else:
         pairs.append(Pair(m.name, min(x[1] for x in b), min(x[2] for x in b),
                           min(x[1] for x in n), min(x[2] for x in n)))
+        follow.append(Pair(m.name, min(x[1] for x in b), min(x[2] for x in b),
+                           min(x[1] for x in f), min(x[2] for x in f)))
       if prog:
         prog.update(failed=int(m.name in failures))
   if prog:
     prog.close()
   res = _summary(pairs)
+  res["follow_default"] = _summary(follow)
   res["failures"] = failures
   res["plugin_bytes"] = os.path.getsize(plugin)
   return res
@@ -110,7 +119,7 @@ def bench_server(server: str, problem: str = "regalloc_eviction", modules: int =
       r = subprocess.run(m.compile_argv(tc.clang, bc, action="-emit-llvm-bc"),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
       if r.returncode != 0:
-        failures.append(m.name)
+        failures.append(f"{m.name}: clang -emit-llvm-bc failed")
         continue
       obj = os.path.join(d, "m.o")
       llc = [tc.llc, "-O2", "-filetype=obj", bc, "-o", obj]
@@ -127,7 +136,10 @@ def bench_server(server: str, problem: str = "regalloc_eviction", modules: int =
         b.append(_timed(plain))
         n.append(_timed(served))
       if not all(x[0] for x in b + n):
-        failures.append(m.name)
+        run = last.get("run")
+        why = run.reason if run and not run.ok else "plain llc failed"
+        tail = (run.compiler_stderr.strip().splitlines() or [""])[-1] if run else ""
+        failures.append(f"{m.name}: {why} {tail[:200]}")
       else:
         pairs.append(Pair(m.name, min(x[1] for x in b), min(x[2] for x in b),
                           min(x[1] for x in n), min(x[2] for x in n)))
@@ -135,7 +147,7 @@ def bench_server(server: str, problem: str = "regalloc_eviction", modules: int =
           if "decisions" in line:
             decisions += int(line.split(":")[1].split()[0])
       if prog:
-        prog.update(failed=int(m.name in failures))
+        prog.update(failed=int(bool(failures) and failures[-1].startswith(m.name + ":")))
   if prog:
     prog.close()
   res = _summary(pairs)
@@ -154,6 +166,10 @@ def format_report(plugin_res: dict | None, server_res: dict | None, model_bytes:
         f"  clang-22 -Oz + plugin vs plain: {p['modules']} modules, wall "
         f"{p['new_wall_s']:.2f}s / {p['base_wall_s']:.2f}s = {p['wall_ratio']:.3f}x, "
         f"cpu {p['cpu_ratio']:.3f}x (goal <= 1.02x); {len(p['failures'])} failed")
+    fd = p["follow_default"]
+    lines.append(
+        f"    same plugin following the heuristic (model evaluated, decisions = default; "
+        f"advisor overhead alone): wall {fd['wall_ratio']:.3f}x, cpu {fd['cpu_ratio']:.3f}x")
     lines.append(f"  plugin size: {p['plugin_bytes']} bytes"
                  + (f" (model object {model_bytes} bytes)" if model_bytes else ""))
   if server_res:

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from typing import Callable, Sequence
 
@@ -77,29 +78,38 @@ def run_with_server(server: str, problem: str, compiler_argv: Callable[[list[str
                            stderr=serr)
     comp = subprocess.Popen(cargv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=cerr)
-    deadline = start + timeout
-    while True:
+    # A watchdog instead of polling: blocking waits return the moment a process exits,
+    # so the measured time is the compile's, not our polling interval's.
+    timed_out = threading.Event()
+
+    def _kill():
+      timed_out.set()
+      for p in (comp, srv):
+        if p.poll() is None:
+          p.kill()
+    timer = threading.Timer(timeout, _kill)
+    timer.start()
+    try:
+      comp.wait()
       try:
-        comp.wait(timeout=0.05)
-        break
+        srv.wait(timeout=0.05)
       except subprocess.TimeoutExpired:
-        pass
-      if time.monotonic() > deadline:
-        reason = f"timeout after {timeout:.0f}s"
-        break
-      if srv.poll() not in (None, 0):
-        # The server refused (e.g. feature mismatch): the compiler would wait forever.
+        # The compiler never opened the channel (nothing to decide, or it failed
+        # early): the server still waits in open(BASE.out). Complete that open and
+        # close it, so it sees an empty stream and exits.
         try:
-          comp.wait(timeout=0.5)
+          fd = os.open(base + ".out", os.O_WRONLY | os.O_NONBLOCK)
+          os.close(fd)
+        except OSError:
+          pass
+        try:
+          srv.wait(timeout=5)
         except subprocess.TimeoutExpired:
-          reason = f"advisor server exited with status {srv.returncode}"
-          break
-    if reason is None:
-      # Compiler gone; the server sees EOF and exits.
-      try:
-        srv.wait(timeout=5)
-      except subprocess.TimeoutExpired:
-        reason = "advisor server did not exit after the compiler finished"
+          reason = "advisor server did not exit after the compiler finished"
+    finally:
+      timer.cancel()
+    if timed_out.is_set():
+      reason = f"timeout after {timeout:.0f}s"
   finally:
     for p in (comp, srv):
       if p is not None and p.poll() is None:
