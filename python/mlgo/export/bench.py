@@ -23,7 +23,7 @@ import time
 
 from mlgo.export import server as srv
 from mlgo.util.progress import Progress
-from mlgo.util.toolchain import toolchain
+from mlgo.util.toolchain import text_size, toolchain
 
 
 def _children_cpu() -> float:
@@ -70,6 +70,7 @@ def bench_plugin(plugin: str, modules: int = 20, reps: int = 3, seed: int = 0,
   clang = toolchain(llvm_version).clang
   mods = _sample(corpus, modules, seed)
   pairs, failures, follow = [], [], []
+  text_base = text_new = 0
   prog = Progress("bench plugin", len(mods)) if progress else None
   with tempfile.TemporaryDirectory() as d:
     out = os.path.join(d, "o.o")
@@ -84,6 +85,12 @@ def bench_plugin(plugin: str, modules: int = 20, reps: int = 3, seed: int = 0,
         b.append(_timed(lambda: run(base)))
         n.append(_timed(lambda: run(new)))
         f.append(_timed(lambda: run(new, fd_env)))
+      if all(x[0] for x in b + n + f):
+        # Sizes of the objects each configuration produces (last run of each).
+        run(base)
+        text_base += text_size(out)
+        run(new)
+        text_new += text_size(out)
       if not all(x[0] for x in b + n + f):
         failures.append(m.name)
       else:
@@ -97,6 +104,8 @@ def bench_plugin(plugin: str, modules: int = 20, reps: int = 3, seed: int = 0,
     prog.close()
   res = _summary(pairs)
   res["follow_default"] = _summary(follow)
+  res["text_bytes_plain"] = text_base
+  res["text_bytes_plugin"] = text_new
   res["failures"] = failures
   res["plugin_bytes"] = os.path.getsize(plugin)
   return res
@@ -170,6 +179,9 @@ def format_report(plugin_res: dict | None, server_res: dict | None, model_bytes:
     lines.append(
         f"    same plugin following the heuristic (model evaluated, decisions = default; "
         f"advisor overhead alone): wall {fd['wall_ratio']:.3f}x, cpu {fd['cpu_ratio']:.3f}x")
+    lines.append(f"    .text: {p['text_bytes_plugin']} bytes with the plugin vs "
+                 f"{p['text_bytes_plain']} plain "
+                 f"({(p['text_bytes_plugin'] / max(p['text_bytes_plain'], 1) - 1) * 100:+.2f}%)")
     lines.append(f"  plugin size: {p['plugin_bytes']} bytes"
                  + (f" (model object {model_bytes} bytes)" if model_bytes else ""))
   if server_res:
