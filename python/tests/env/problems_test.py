@@ -23,6 +23,7 @@ def test_registry():
 def test_channel_flags():
   assert problems.get_problem("inlining").channel_flags("/x/ch") == [
       "-mllvm", "-enable-ml-inliner=release", "-mllvm", "-inliner-interactive-include-default",
+      "-mllvm", "-ml-advisor-size-increase-threshold=1000000",
       "-mllvm", "-inliner-interactive-channel-base=/x/ch"]
   assert problems.get_problem("regalloc_eviction").channel_flags("/x/ch") == [
       "-regalloc-enable-advisor=release", "-regalloc-evict-interactive-channel-base=/x/ch"]
