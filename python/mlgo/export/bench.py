@@ -5,8 +5,11 @@
 - the plugin's size and the model's share of it.
 
 The plugin is also timed with MLGO_INLINE_FOLLOW_DEFAULT=1 (model evaluated, LLVM's
-heuristic decides; the objects are byte-identical to plain clang's): that isolates the
-advisor's own cost from the effect of different inlining on the rest of the pipeline.
+heuristic decides): that separates the advisor's own cost from the effect of different
+inlining on the rest of the pipeline. It is an upper bound (the heuristic's answer costs
+one more analysis per call site) and not an exact replay: MLInlineAdvisor handles a few
+cases (unreachable call sites, deferral) unlike the default advisor, so objects mostly,
+not always, equal plain clang's.
 
 Each module is compiled `reps` times in each configuration, alternating, and the fastest
 run counts (the machine is shared; the minimum is the least noisy estimate). Both wall

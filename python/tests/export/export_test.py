@@ -35,7 +35,8 @@ def test_export_inlining_policy(tmp_path):
   assert res.problem == "inlining"
   for rel in ("saved_policy/saved_model.pb", "policy.json", "weights.npz", "tflite/model.tflite",
               "tflite/output_spec.json", "aot/policy.h", "aot/policy.o",
-              "aot/policy_metadata.o", "aot/mlgo_model.h", "inline_advisor.so", "export.json"):
+              "aot/policy_metadata.o", "aot/mlgo_model.h", "inline_advisor.so", "export.json",
+              "llvm_embed/InlinerSizeModel.h", "llvm_embed/InlinerSizeModel.o"):
     assert (out / rel).is_file(), rel
   # No TensorFlow at run time: the plugin needs only libLLVM and the C/C++ runtime.
   libs = native.shared_libraries(out / "inline_advisor.so")
@@ -44,6 +45,7 @@ def test_export_inlining_policy(tmp_path):
   spec = json.loads((out / "tflite/output_spec.json").read_text())
   assert spec[0]["logging_name"] == "inlining_decision"
   assert spec[0]["tensor_spec"]["type"] == "int64_t" and spec[0]["tensor_spec"]["shape"] == [1]
+  assert "class InlinerSizeModel" in (out / "llvm_embed/InlinerSizeModel.h").read_text()
   manifest = json.loads((out / "export.json").read_text())
   assert manifest["problem"] == "inlining"
   assert len(manifest["features"]) == 38
