@@ -263,3 +263,31 @@ def test_channel_flags():
       "-mllvm", "-enable-ml-inliner=release"]
   with pytest.raises(ValueError, match="unknown problem"):
     srv.channel_flags("vectorize", "/b")
+
+
+def _feed_server(tmp_path, payload: bytes):
+  base = str(tmp_path / "chan")
+  os.mkfifo(base + ".in")
+  os.mkfifo(base + ".out")
+  p = subprocess.Popen([str(SERVERS / "server_tiny_priority"), f"--channel_base={base}"],
+                       stderr=subprocess.PIPE)
+  with open(base + ".out", "wb") as f:
+    f.write(payload)
+  _, err = p.communicate(timeout=30)
+  return p.returncode, err.decode()
+
+
+def test_server_rejects_malformed_header(tmp_path):
+  rc, err = _feed_server(tmp_path, b'{"features": [{"name": "li_size", "type"\n')
+  assert rc == 1
+  assert "bad header line" in err
+
+
+def test_server_rejects_truncated_observation(tmp_path):
+  header = (b'{"features": [{"name": "li_size", "port": 0, "shape": [1], "type": "int64_t"}, '
+            b'{"name": "stage", "port": 0, "shape": [1], "type": "int64_t"}, '
+            b'{"name": "weight", "port": 0, "shape": [1], "type": "float"}], '
+            b'"advice": {"name": "priority", "port": 0, "shape": [1], "type": "float"}}\n')
+  rc, err = _feed_server(tmp_path, header + b'{"context": "f"}\n{"observation": 0}\n' + b"\x01" * 7)
+  assert rc == 1
+  assert "truncated observation 0" in err
