@@ -221,10 +221,10 @@ def _open_channel(base: str, proc: _Process, deadline: float):
       os.close(pidfd)
 
 
-def _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags):
+def _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags, default_policy):
   """(argv, output object path, remarks path|None)."""
   obj = os.path.join(tmp, "out.o")
-  flags = problem.channel_flags(base) + list(extra_flags)
+  flags = problem.channel_flags(base, default_policy) + list(extra_flags)
   if problem.tool == "clang":
     if not hasattr(module, "compile_argv"):
       raise _Failure(f"{problem.name} needs a module with clang cc1 flags "
@@ -430,7 +430,8 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
     os.mkfifo(base + ".out", 0o600)
     os.mkfifo(base + ".in", 0o600)
     tc = toolchain_lib.toolchain(llvm_version)
-    argv, obj, remarks = _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags)
+    argv, obj, remarks = _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags,
+                                    isinstance(policy, DefaultPolicy))
     proc = _Process(argv, os.path.join(tmp, "stderr.txt"), deadline)
     rfd, wfd_holder[0], early_rc = _open_channel(base, proc, deadline)
     order = []

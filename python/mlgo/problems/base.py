@@ -46,6 +46,7 @@ class Problem:
   channel_option: str                      # e.g. -inliner-interactive-channel-base
   enable_options: Sequence[str]            # e.g. -enable-ml-inliner=release
   hidden_features: Sequence[str] = ()      # sent by the compiler, not shown to the policy
+  default_policy_options: Sequence[str] = ()  # extra options when DefaultPolicy answers
   prepare: Callable[[dict, int], tuple] = None
   default_action: Callable[[dict], Any] = None
   validate: Callable[[Any, dict], tuple] = None
@@ -55,8 +56,11 @@ class Problem:
   def feature_names(self) -> list[str]:
     return [f.name for f in self.features]
 
-  def channel_flags(self, base: str) -> list[str]:
-    flags = list(self.enable_options) + [f"{self.channel_option}={base}"]
+  def channel_flags(self, base: str, default_policy: bool = False) -> list[str]:
+    flags = list(self.enable_options)
+    if default_policy:
+      flags += list(self.default_policy_options)
+    flags.append(f"{self.channel_option}={base}")
     if self.tool == "clang":
       return [x for f in flags for x in ("-mllvm", f)]
     return flags

@@ -1,7 +1,7 @@
 """Inlining for size: clang at the corpus' -O level (normally -Oz), one decision per call site.
 
 Channel: `-mllvm -enable-ml-inliner=release -mllvm -inliner-interactive-channel-base=BASE
--mllvm -inliner-interactive-include-default`, plus
+-mllvm -inliner-interactive-include-default`; for DefaultPolicy also
 `-mllvm -ml-advisor-size-increase-threshold=1000000` (see NO_SIZE_CAP). Per call site the compiler sends 38 int64
 features (shape [1]) plus `inlining_default`, and reads one int64: 1 = inline, 0 = don't.
 
@@ -40,8 +40,9 @@ DEFAULT_FEATURE = "inlining_default"
 # The ML advisor stops all inlining once the module's estimated native size has grown by
 # -ml-advisor-size-increase-threshold (default 2.0); the default inliner has no such cap,
 # so with it default replay diverges on modules that legitimately grow more than 2x
-# (e.g. mbedtls psa_constant_names.c). We lift the cap; the per-compile timeout bounds a
-# policy that inlines without restraint.
+# (e.g. mbedtls psa_constant_names.c). The environment lifts the cap for DefaultPolicy
+# (so default replay reproduces plain -Oz) and keeps LLVM's cap for every other policy:
+# without it an untrained policy that inlines everything made compiles ~20x slower.
 # LLVM versions whose interactive inliner puts the default decision into this slot.
 _DEFAULT_IN_SLOT = {19: "callee_basic_block_count"}
 NO_SIZE_CAP = 1000000
@@ -93,8 +94,8 @@ def make_problem() -> Problem:
       reward_description=".text bytes of the object file (lower is better)",
       higher_is_better=False,
       channel_option="-inliner-interactive-channel-base",
-      enable_options=("-enable-ml-inliner=release", "-inliner-interactive-include-default",
-                      f"-ml-advisor-size-increase-threshold={NO_SIZE_CAP}"),
+      enable_options=("-enable-ml-inliner=release", "-inliner-interactive-include-default"),
+      default_policy_options=(f"-ml-advisor-size-increase-threshold={NO_SIZE_CAP}",),
       hidden_features=(DEFAULT_FEATURE,),
       prepare=prepare,
       default_action=default_action,

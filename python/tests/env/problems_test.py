@@ -23,6 +23,9 @@ def test_registry():
 def test_channel_flags():
   assert problems.get_problem("inlining").channel_flags("/x/ch") == [
       "-mllvm", "-enable-ml-inliner=release", "-mllvm", "-inliner-interactive-include-default",
+      "-mllvm", "-inliner-interactive-channel-base=/x/ch"]
+  assert problems.get_problem("inlining").channel_flags("/x/ch", default_policy=True) == [
+      "-mllvm", "-enable-ml-inliner=release", "-mllvm", "-inliner-interactive-include-default",
       "-mllvm", "-ml-advisor-size-increase-threshold=1000000",
       "-mllvm", "-inliner-interactive-channel-base=/x/ch"]
   assert problems.get_problem("regalloc_eviction").channel_flags("/x/ch") == [
