@@ -72,7 +72,8 @@ def _impl(ctx):
             ")",
         ]
     if "tf_aot" in info:
-        # Only the four runtime files an XLA AOT-compiled model needs (see DESIGN.md);
+        # Only the runtime files an XLA AOT-compiled model needs (see DESIGN.md; the
+        # Eigen matmul kernels for models whose matmuls XLA does not inline);
         # compiling the whole directory takes minutes for nothing.
         ctx.symlink(info["tf_aot"], "xla_aot")
         # The runtime sources include headers that live in the pip package's include/
@@ -86,6 +87,8 @@ def _impl(ctx):
             '        "xla_aot/xla/cpu_function_runtime.cc",',
             '        "xla_aot/xla/executable_run_options.cc",',
             '        "xla_aot/xla/service/custom_call_status.cc",',
+            '        "xla_aot/xla/service/cpu/runtime_single_threaded_matmul_f32.cc",',
+            '        "xla_aot/xla/service/cpu/runtime_single_threaded_matmul_f64.cc",',
             "    ],",
             '    hdrs = glob(["xla_aot/**/*.h"]) + glob([',
             '        "tf_include/Eigen/**",',

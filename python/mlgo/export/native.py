@@ -2,7 +2,7 @@
 
 `tools/export_policy` ships a ready artifact to users whose policy was trained anywhere:
 it compiles cc/inline_plugin/inline_plugin.cc or cc/advisor_server/advisor_server.cc
-against the AOT objects with the system C++ compiler. The four XLA runtime sources are
+against the AOT objects with the system C++ compiler. The few XLA runtime sources a model needs are
 compiled once per (TensorFlow, compiler) pair and cached under mlgo_home().
 """
 import concurrent.futures
@@ -20,6 +20,9 @@ RUNTIME_SOURCES = (
     "xla/cpu_function_runtime.cc",
     "xla/executable_run_options.cc",
     "xla/service/custom_call_status.cc",
+    # Larger matmuls (e.g. the eviction network's 33 columns x hidden) call into Eigen.
+    "xla/service/cpu/runtime_single_threaded_matmul_f32.cc",
+    "xla/service/cpu/runtime_single_threaded_matmul_f64.cc",
 )
 PLUGIN_SRC = "cc/inline_plugin/inline_plugin.cc"
 SERVER_SRC = "cc/advisor_server/advisor_server.cc"

@@ -29,6 +29,21 @@ FORMAT_VERSION = 1
 _ARCHITECTURES = {}
 
 
+# Architectures registered outside this module, imported when a policy names them.
+_ARCHITECTURE_MODULES = {"regalloc_column_scorer": "mlgo.regalloc.networks",
+                         "regalloc_log2_normal": "mlgo.regalloc.networks"}
+
+
+def _architecture(name: str):
+  if name not in _ARCHITECTURES and name in _ARCHITECTURE_MODULES:
+    import importlib  # pylint: disable=import-outside-toplevel
+    importlib.import_module(_ARCHITECTURE_MODULES[name])
+  if name not in _ARCHITECTURES:
+    raise ValueError(f"policy.json names an unknown architecture {name!r} "
+                     f"(known: {sorted(set(_ARCHITECTURES) | set(_ARCHITECTURE_MODULES))})")
+  return _ARCHITECTURES[name]
+
+
 def register_architecture(cls):
   _ARCHITECTURES[cls.TYPE] = cls
   return cls
@@ -174,8 +189,8 @@ class Policy:
     for f, n in zip(self.features, self.sizes):
       expanded += [norms[f["name"]]] * n
     self.normalizer = Normalizer(expanded)
-    self.arch = _ARCHITECTURES[spec["architecture"]["type"]](spec["architecture"],
-                                                             dict(weights))
+    self.arch = _architecture(spec["architecture"]["type"])(spec["architecture"],
+                                                            dict(weights))
     self.greedy_mode = greedy
     self.rng = np.random.default_rng(seed)
     self._scalar_inputs = all(n == 1 for n in self.sizes)
