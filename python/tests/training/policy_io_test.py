@@ -84,3 +84,10 @@ def test_rewrite_is_atomic_replace(tmp_path):
   pol = policy_io.load_policy(d)
   assert np.allclose(pol.arch.w["out/bias"], w2["out/bias"])
   assert sorted(p.name for p in tmp_path.iterdir()) == ["pol"]
+
+
+def test_architecture_lookup_imports_registrations_and_rejects_unknown():
+  # A regalloc policy dir loads without its registering module imported first.
+  assert policy_io._architecture("regalloc_column_scorer").TYPE == "regalloc_column_scorer"
+  with pytest.raises(ValueError, match="unknown architecture 'nope'"):
+    policy_io._architecture("nope")
