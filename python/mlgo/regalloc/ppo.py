@@ -154,19 +154,9 @@ class Trainer:
     return step
 
   def export(self, weights, it):
-    d = policy_io.write_policy_dir(self.out / "policies" / f"iter-{it:05d}", self.spec,
-                                   weights, saved_model=False)
-    latest = self.out / "policy"
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="policy.tmp", dir=self.out))
-    shutil.rmtree(tmp)
-    shutil.copytree(d, tmp)
-    if latest.exists():
-      shutil.rmtree(latest.with_name("policy.old"), ignore_errors=True)
-      os.rename(latest, latest.with_name("policy.old"))
-    os.rename(tmp, latest)
-    shutil.rmtree(latest.with_name("policy.old"), ignore_errors=True)
-    for o in sorted((self.out / "policies").glob("iter-*"))[:-self.cfg.keep_policies]:
-      shutil.rmtree(o, ignore_errors=True)
+    return policy_io.publish_iteration_policy(self.out, it, self.spec, weights,
+                                              saved_model=False,
+                                              keep=self.cfg.keep_policies)
 
   def save_checkpoint(self, weights):
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="checkpoint.tmp", dir=self.out))

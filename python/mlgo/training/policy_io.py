@@ -298,3 +298,28 @@ def export_saved_model(policy: Policy, path):
   fn = m.action.get_concrete_function()
   tf.saved_model.save(m, str(path), signatures={"action": fn, "serving_default": fn})
   return path
+
+
+def publish_iteration_policy(output, iteration: int, spec: dict, weights: dict, *,
+                             saved_model: bool, keep: int) -> pathlib.Path:
+  """Writes OUTPUT/policies/iter-N and atomically makes OUTPUT/policy a copy of it.
+
+  A reader of OUTPUT/policy never sees a half-written directory (copy to a temp dir,
+  then rename); only the newest `keep` iteration policies are kept.
+  """
+  output = pathlib.Path(output)
+  d = write_policy_dir(output / "policies" / f"iter-{iteration:05d}", spec, weights,
+                       saved_model=saved_model)
+  latest = output / "policy"
+  old = latest.with_name("policy.old")
+  tmp = pathlib.Path(tempfile.mkdtemp(prefix="policy.tmp", dir=output))
+  shutil.rmtree(tmp)
+  shutil.copytree(d, tmp)
+  if latest.exists():
+    shutil.rmtree(old, ignore_errors=True)
+    os.rename(latest, old)
+  os.rename(tmp, latest)
+  shutil.rmtree(old, ignore_errors=True)
+  for o in sorted((output / "policies").glob("iter-*"))[:-keep]:
+    shutil.rmtree(o, ignore_errors=True)
+  return d

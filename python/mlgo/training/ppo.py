@@ -382,22 +382,9 @@ class Trainer:
     return float(np.mean(losses)) if losses else float("nan")
 
   def export(self, weights, iteration):
-    cfg = self.cfg
-    d = policy_io.write_policy_dir(self.output / "policies" / f"iter-{iteration:05d}",
-                                   self.spec, weights, saved_model=cfg.save_saved_model)
-    latest = self.output / "policy"
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="policy.tmp", dir=self.output))
-    shutil.rmtree(tmp)
-    shutil.copytree(d, tmp)
-    if latest.exists():
-      shutil.rmtree(latest.with_name("policy.old"), ignore_errors=True)
-      os.rename(latest, latest.with_name("policy.old"))
-    os.rename(tmp, latest)
-    shutil.rmtree(latest.with_name("policy.old"), ignore_errors=True)
-    olds = sorted((self.output / "policies").glob("iter-*"))
-    for o in olds[:-cfg.keep_policies]:
-      shutil.rmtree(o, ignore_errors=True)
-    return d
+    return policy_io.publish_iteration_policy(
+        self.output, iteration, self.spec, weights, saved_model=self.cfg.save_saved_model,
+        keep=self.cfg.keep_policies)
 
   def save_checkpoint(self):
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="checkpoint.tmp", dir=self.output))
