@@ -26,6 +26,7 @@ import numpy as np
 from mlgo.regalloc import evaluate as eval_lib, llc_run, model as model_lib
 from mlgo.training import policy_io
 from mlgo.util.progress import Progress
+from mlgo.util.files import write_json_atomic
 
 
 @gin.configurable
@@ -62,14 +63,6 @@ def _collect_one(bc_path, llc_flags, problem, spec, weights, seed, llvm_version,
                          timeout=timeout)
 
 
-def _atomic_json(path, obj):
-  path = pathlib.Path(path)
-  tmp = path.with_name(path.name + ".tmp")
-  with open(tmp, "w") as f:
-    json.dump(obj, f)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
 
 
 class Trainer:
@@ -165,7 +158,7 @@ class Trainer:
       f.write('model_checkpoint_path: "ckpt"\n')
     np.savez(tmp / "weights.npz", **weights)
     self.state["rng"] = self.rng.bit_generator.state
-    _atomic_json(tmp / "state.json", self.state)
+    write_json_atomic(tmp / "state.json", self.state)
     old = self.ckpt.with_name("checkpoint.old")
     shutil.rmtree(old, ignore_errors=True)
     if self.ckpt.exists():

@@ -27,6 +27,7 @@ from mlgo.regalloc import llc_run
 from mlgo.util import cli
 from mlgo.util.progress import Progress
 from mlgo.util.toolchain import toolchain
+from mlgo.util.files import write_json_atomic
 
 PREPARE_VERSION = 1
 
@@ -155,7 +156,7 @@ def prepare(corpus_dir, *, llvm_version: int | None = None, jobs: int = 2,
       done[name] = {"functions": funcs, "error": err, "seconds": round(secs, 2)}
       progress.update(failed=1 if err else 0)
       if time.monotonic() - last_save > 10:
-        _atomic_json(partial, done)
+        write_json_atomic(partial, done)
         last_save = time.monotonic()
   progress.close()
   modules, failures = [], {}
@@ -168,9 +169,9 @@ def prepare(corpus_dir, *, llvm_version: int | None = None, jobs: int = 2,
                     "llc_flags": flags_of[m.name], "package": m.package,
                     "language": m.language, "split": m.split,
                     "baseline": info["functions"]})
-  _atomic_json(manifest, {"version": PREPARE_VERSION, "corpus": str(corpus.path),
-                          "llvm_version": v, "opt_level": opt, "modules": modules,
-                          "failures": failures})
+  write_json_atomic(manifest, {"version": PREPARE_VERSION, "corpus": str(corpus.path),
+                               "llvm_version": v, "opt_level": opt, "modules": modules,
+                               "failures": failures})
   partial.unlink(missing_ok=True)
   print(f"regalloc prepare: {len(modules)} modules ready, {len(failures)} failed", file=stream,
         flush=True)
@@ -185,11 +186,3 @@ def load_prepared(d) -> PreparedCorpus:
                          x["language"], x["split"], x["baseline"]) for x in m["modules"]]
   return PreparedCorpus(d, m["corpus"], m["llvm_version"], m["opt_level"], mods,
                         m.get("failures", {}))
-
-
-def _atomic_json(path, obj):
-  path = pathlib.Path(path)
-  tmp = path.with_name(path.name + ".tmp")
-  with open(tmp, "w") as f:
-    json.dump(obj, f)
-  os.replace(tmp, path)

@@ -18,16 +18,11 @@ import pathlib
 
 import numpy as np
 
+from mlgo.util.files import write_json_atomic
+
 VERSION = 1
 
 
-def _atomic_json(path: pathlib.Path, obj):
-  tmp = path.with_name(path.name + ".tmp")
-  with open(tmp, "w") as f:
-    json.dump(obj, f, indent=1)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
 
 
 class DatasetWriter:
@@ -88,7 +83,7 @@ class DatasetWriter:
       self.index["shards"].append({"file": fname, "decisions": int(self._buf_n),
                                    "trajectories": len(self._buf)})
       self._buf, self._buf_n = [], 0
-    _atomic_json(self.path / "index.json", self.index)
+    write_json_atomic(self.path / "index.json", self.index, indent=1)
 
   def close(self):
     self.flush()

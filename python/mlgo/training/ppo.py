@@ -26,18 +26,11 @@ from mlgo import corpus as corpus_lib
 from mlgo.training import adapters, bc, collect, dataset, normalization, policy_io
 from mlgo.util.progress import Progress
 from mlgo.workers import make_pool
+from mlgo.util.files import write_json_atomic
 
 STATE_VERSION = 1
 
 
-def _atomic_write_json(path, obj):
-  path = pathlib.Path(path)
-  tmp = path.with_name(path.name + ".tmp")
-  with open(tmp, "w") as f:
-    json.dump(obj, f)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
 
 
 def _zero_value_network(observation_spec):
@@ -392,7 +385,7 @@ class Trainer:
     with open(tmp / "tf" / "checkpoint", "w") as f:
       f.write('model_checkpoint_path: "ckpt"\n')
     self.state["rng"] = self.rng.bit_generator.state
-    _atomic_write_json(tmp / "state.json", self.state)
+    write_json_atomic(tmp / "state.json", self.state)
     old = self.ckpt_dir.with_name("checkpoint.old")
     shutil.rmtree(old, ignore_errors=True)
     if self.ckpt_dir.exists():
