@@ -7,6 +7,11 @@ priority runs with the default-equivalent policy complete.
 
 Without --corpus, each version uses its default corpus (mlgo.corpus.default_corpus,
 built once if missing: LLVM 19 cannot read LLVM 22 bitcode).
+
+A module whose replay differs is compiled again both ways with the inliner's remarks, to
+say why: on clang-22 a few call sites are answered inside clang's ML advisor without an
+observation on the channel (no policy can reach them; see mlgo.env.inline_remarks).
+Exit status 1 on failures and on differences that this does not explain.
 """
 import argparse
 import json
@@ -43,7 +48,7 @@ def main(argv=None) -> int:
       r = replay.replay_corpus(mods, p, v, jobs=args.jobs, timeout=args.timeout)
       print(r.summary(), flush=True)
       reports.append(r.to_json())
-      bad |= bool(r.failures or r.mismatches)
+      bad |= bool(r.failures or r.unexplained)   # explained: outside the channel's reach
   if args.json:
     with open(cli.user_path(args.json), "w") as f:
       json.dump(reports, f, indent=1)

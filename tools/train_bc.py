@@ -26,6 +26,8 @@ def main(argv=None):
                   help="if > 0: margin-dependent exploration instead of label smoothing "
                        "(inlining: eps * exp(-|cost_estimate - threshold| / tau))")
   ap.add_argument("--explore_tau", type=float, default=10.0)
+  ap.add_argument("--teacher", help="policy dir whose greedy decisions are the labels "
+                                    "instead of the trace's default actions")
   a = ap.parse_args(argv)
   from mlgo.training import bc  # pylint: disable=import-outside-toplevel
   m = bc.train_bc(user_path(a.trace), user_path(a.output),
@@ -33,7 +35,8 @@ def main(argv=None):
                   batch_size=a.batch_size, learning_rate=a.learning_rate,
                   heldout_fraction=a.heldout_fraction, seed=a.seed,
                   label_smoothing=a.label_smoothing, explore_eps=a.explore_eps,
-                  explore_tau=a.explore_tau)
+                  explore_tau=a.explore_tau,
+                  teacher=user_path(a.teacher) if a.teacher else None)
   print(f"heldout_accuracy={m['heldout_accuracy']:.4f} train_accuracy={m['train_accuracy']:.4f}")
   return 0
 

@@ -28,6 +28,8 @@ class ProblemBench:
   failed: int = 0
   plain_s: float = 0.0
   mlp_s: float = 0.0
+  trained_s: float = 0.0      # a trained MLP deciding (only with trained_policy)
+  trained_name: str = ""
   default_s: float = 0.0
   shadow_s: float = 0.0
   plain_cpu: float = 0.0
@@ -45,6 +47,10 @@ class ProblemBench:
     return getattr(self, what + "_cpu") / self.plain_cpu if self.plain_cpu else float("nan")
 
   @property
+  def trained_ratio(self):
+    return self.trained_s / self.plain_s if self.plain_s and self.trained_s else float("nan")
+
+  @property
   def shadow_ratio(self):
     return self.shadow_s / self.plain_s if self.plain_s else float("nan")
 
@@ -60,7 +66,9 @@ class ProblemBench:
             f"  plain {self.plain_s:.2f}s, MLP policy {self.mlp_s:.2f}s, "
             f"MLP computed/default answered {self.shadow_s:.2f}s, "
             f"default replay {self.default_s:.2f}s\n"
-            f"  time over plain: MLP deciding {self.mlp_ratio:.3f}x; MLP computed but "
+            + (f"  trained MLP ({self.trained_name}) deciding {self.trained_s:.2f}s: "
+               f"{self.trained_ratio:.3f}x plain\n" if self.trained_name else "")
+            + f"  time over plain: random MLP deciding {self.mlp_ratio:.3f}x; MLP computed but "
             f"default answered {self.shadow_ratio:.3f}x (pure channel+policy overhead); "
             f"default replay {self.default_ratio:.3f}x\n"
             f"  CPU time (compiler + driver) over plain: MLP deciding "
@@ -90,9 +98,14 @@ def _timed_compile(*a, **k):
 
 
 def bench_problem(problem: str, mods, *, llvm_version: int, repeats: int, workdir: str,
-                  seed: int = 0, stream=None) -> ProblemBench:
+                  seed: int = 0, stream=None, trained_policy=None,
+                  trained_name: str = "") -> ProblemBench:
+  """trained_policy: optional second policy (e.g. a shipped model) timed deciding too: a
+  random MLP takes decisions no trained policy would (it inlines far more), so its time
+  mixes loop overhead with a different compile; a trained policy shows the realistic case.
+  """
   tc = toolchain_lib.toolchain(llvm_version)
-  out = ProblemBench(problem)
+  out = ProblemBench(problem, trained_name=trained_name if trained_policy else "")
   mlp = MLPPolicy(problem, seed=seed)
   shadow = ShadowPolicy(MLPPolicy(problem, seed=seed), problem)
   obj = os.path.join(workdir, "plain.o")
@@ -110,7 +123,7 @@ def bench_problem(problem: str, mods, *, llvm_version: int, repeats: int, workdi
     else:
       plain_argv = m.compile_argv(tc.clang, obj)
     best = {"plain": float("inf"), "mlp": float("inf"), "default": float("inf"),
-            "shadow": float("inf")}
+            "shadow": float("inf"), "trained": float("inf")}
     cpu = {"plain": float("inf"), "mlp": float("inf"), "shadow": float("inf")}
     res_mlp = None
     prof_best = None
@@ -137,6 +150,12 @@ def bench_problem(problem: str, mods, *, llvm_version: int, repeats: int, workdi
         ok = False
         break
       best["shadow"] = min(best["shadow"], sh.seconds)
+      if trained_policy is not None:
+        t = core.compile_module(m, problem, trained_policy, llvm_version=llvm_version)
+        if not t.ok:
+          ok = False
+          break
+        best["trained"] = min(best["trained"], t.seconds)
     prog.update()
     if not ok:
       out.failed += 1
@@ -146,6 +165,8 @@ def bench_problem(problem: str, mods, *, llvm_version: int, repeats: int, workdi
     out.mlp_s += best["mlp"]
     out.default_s += best["default"]
     out.shadow_s += best["shadow"]
+    if trained_policy is not None:
+      out.trained_s += best["trained"]
     for k in cpu:
       setattr(out, k + "_cpu", getattr(out, k + "_cpu") + cpu[k])
     out.decisions += res_mlp.decisions

@@ -10,7 +10,7 @@ import os
 import subprocess
 import tempfile
 
-from mlgo.env import core, modules as modules_lib
+from mlgo.env import core, inline_remarks, modules as modules_lib
 from mlgo.env.policies import DefaultPolicy
 from mlgo.util import toolchain as toolchain_lib
 from mlgo.util.progress import Progress
@@ -30,7 +30,11 @@ class ReplayReport:
   def summary(self) -> str:
     head = f"{self.problem} LLVM {self.llvm_version}: {self.modules} modules, "
     if self.problem == "inlining":
-      head += f"{self.identical} byte-identical, {len(self.mismatches)} different, "
+      head += f"{self.identical} byte-identical, {len(self.mismatches)} different"
+      if self.mismatches:
+        head += (f" ({len(self.mismatches) - len(self.unexplained)} of them only at call "
+                 "sites clang's ML advisor decides without asking the channel)")
+      head += ", "
     else:
       head += f"{self.completed} completed, "
     head += f"{len(self.failures)} failed, {self.decisions} decisions"
@@ -38,6 +42,11 @@ class ReplayReport:
     lines += [f"  different: {m}" for m in self.mismatches[:20]]
     lines += [f"  failed: {m}: {r[:300]}" for m, r in self.failures[:20]]
     return "\n".join(lines)
+
+  @property
+  def unexplained(self) -> list:
+    """Mismatches not explained by call sites the channel never sees."""
+    return [m for m in self.mismatches if inline_remarks.UNREACHABLE not in m]
 
   def to_json(self) -> dict:
     return dataclasses.asdict(self)
@@ -65,7 +74,30 @@ def _one(module, problem, llvm_version, timeout):
                          timeout=timeout)
     except (subprocess.SubprocessError, OSError) as e:
       return True, False, res.decisions, f"plain compile failed: {e}"
-    return True, filecmp.cmp(out, ref, shallow=False), res.decisions, None
+    if filecmp.cmp(out, ref, shallow=False):
+      return True, True, res.decisions, None
+    return True, False, res.decisions, explain_mismatch(module, llvm_version, timeout, tmp)
+
+
+def explain_mismatch(module, llvm_version: int, timeout: float, workdir: str) -> str:
+  """Why a default replay differs from the plain compile, from the inliner's remarks of
+  both compiles (see mlgo.env.inline_remarks)."""
+  files = {k: os.path.join(workdir, f"{k}.remarks.yaml") for k in ("plain", "replay")}
+  flags = lambda k: ["-opt-record-file", files[k], "-opt-record-passes", "inline"]
+  try:
+    res = core.compile_module(module, "inlining", DefaultPolicy("inlining"),
+                              llvm_version=llvm_version, timeout=timeout,
+                              output_path=os.path.join(workdir, "r.o"),
+                              extra_flags=flags("replay"))
+    if not res.ok:
+      return f"no explanation: replay with remarks failed: {res.reason}"
+    core.plain_compile(module, "inlining", llvm_version=llvm_version, timeout=timeout,
+                       output_path=os.path.join(workdir, "p.o"), extra_flags=flags("plain"))
+    exp = inline_remarks.explain(inline_remarks.parse(files["plain"]),
+                                 inline_remarks.parse(files["replay"]), res.decisions)
+  except (subprocess.SubprocessError, OSError, inline_remarks.RemarksError) as e:
+    return f"no explanation: {e}"
+  return exp.summary()
 
 
 def replay_corpus(mods, problem: str, llvm_version: int, *, jobs: int = 1,

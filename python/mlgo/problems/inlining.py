@@ -43,14 +43,14 @@ DEFAULT_FEATURE = "inlining_default"
 # (e.g. mbedtls psa_constant_names.c). The environment lifts the cap for DefaultPolicy
 # (so default replay reproduces plain -Oz) and keeps LLVM's cap for every other policy:
 # without it an untrained policy that inlines everything made compiles ~20x slower.
+NO_SIZE_CAP = 1000000
 # LLVM versions whose interactive inliner puts the default decision into this slot.
 _DEFAULT_IN_SLOT = {19: "callee_basic_block_count"}
-NO_SIZE_CAP = 1000000
 _ZERO = np.zeros((1,), np.int64)
 _ONE = np.ones((1,), np.int64)
 _ZERO.flags.writeable = False
-_ACTIONS = (np.int64(0), np.int64(1))
 _ONE.flags.writeable = False
+_ACTIONS = (np.int64(0), np.int64(1))
 
 
 def default_slot(llvm_version: int) -> str:

@@ -60,14 +60,17 @@ def init_weights(arch: dict, input_dim: int, seed: int = 0) -> dict:
 def train_bc(trace_dir, output, hidden=(64, 64), epochs: int = 4, batch_size: int = 256,
              learning_rate: float = 1e-3, heldout_fraction: float = 0.1, seed: int = 0,
              label_smoothing: float = 0.1, explore_eps: float = 0.0,
-             explore_tau: float = 20.0, stream=sys.stderr) -> dict:
+             explore_tau: float = 20.0, teacher=None, stream=sys.stderr) -> dict:
   """label_smoothing > 0 keeps the clone's greedy decisions but leaves it some
   probability on the other action, which PPO needs to explore from a warm start (the
   default inliner is an almost exactly learnable function of its features; a clone
   trained to zero loss would never try anything else).
   explore_eps > 0 instead uses the problem's exploration_prob (for inlining: eps *
   exp(-|cost_estimate - threshold| / explore_tau)) as the target probability of the
-  non-default action, so exploration concentrates where it can pay off."""
+  non-default action, so exploration concentrates where it can pay off.
+  teacher: a policy dir whose greedy decisions replace the trace's default actions as
+  labels (re-warm-starting PPO from a trained policy with fresh exploration, after its
+  entropy has collapsed)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   t_start = time.monotonic()
   ds = dataset.Dataset(trace_dir)
@@ -119,9 +122,15 @@ def train_bc(trace_dir, output, hidden=(64, 64), epochs: int = 4, batch_size: in
     opt.apply_gradients(zip(grads, model.trainable_variables))
     return loss
 
+  teacher_policy = policy_io.load_policy(teacher) if teacher else None
+
   def shard_arrays(shard):
     x = encoder.encode_batch({f["name"]: shard["f/" + f["name"]] for f in features})
-    y = _labels(shard).astype(np.int64).reshape(-1)
+    if teacher_policy is not None:
+      y = teacher_policy.decide_batch({n: shard["f/" + n] for n in teacher_policy.input_names})
+      y = np.asarray(y).astype(np.int64).reshape(-1)
+    else:
+      y = _labels(shard).astype(np.int64).reshape(-1)
     held = np.array([heldout_module(m, heldout_fraction) for m in shard["traj_module"]])[
         shard["traj"]]
     soft = None
@@ -180,7 +189,8 @@ def train_bc(trace_dir, output, hidden=(64, 64), epochs: int = 4, batch_size: in
                                            max(1, counts["heldout"][1])) if per_class else None,
              "mean_entropy": ent_sum / max(1, ent_n), "label_smoothing": label_smoothing,
              "explore_eps": explore_eps, "explore_tau": explore_tau,
-             "seconds": time.monotonic() - t_start, "trace": str(trace_dir)}
+             "seconds": time.monotonic() - t_start, "trace": str(trace_dir),
+             "teacher": str(teacher) if teacher else None}
   out = policy_io.write_policy_dir(output, spec, weights)
   with open(pathlib.Path(out) / "bc_metrics.json", "w") as f:
     json.dump(metrics, f, indent=1)
