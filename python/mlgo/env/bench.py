@@ -4,6 +4,10 @@ corpus' -O level; eviction: llc on the module's optimized bitcode), plus decisio
 second and where the per-decision time goes (read = waiting for and decoding the next
 observation, which includes the compiler's own work; policy; write).
 
+The floor: the same compile answered by //cc/channel_floor:floor_responder (native, does
+nothing but answer the default), i.e. what stock clang/llc's interactive mode costs by
+itself (the ML advisor's feature computation, the pipe round trips), before any policy.
+
 Timing: per module and mode the minimum of `repeats` runs, modes interleaved so machine
 noise hits all of them alike; ratios are of the summed minima.
 """
@@ -11,12 +15,16 @@ import dataclasses
 import resource
 import os
 import pathlib
+import shutil
 import subprocess
 import tempfile
 import time
+from typing import Optional
 
 from mlgo.env import core, modules as modules_lib
 from mlgo.env.policies import DefaultPolicy, MLPPolicy, ShadowPolicy
+from mlgo.problems import inlining as inlining_problem
+from mlgo.util import cli
 from mlgo.util import toolchain as toolchain_lib
 from mlgo.util.progress import Progress
 
@@ -29,6 +37,7 @@ class ProblemBench:
   plain_s: float = 0.0
   mlp_s: float = 0.0
   trained_s: float = 0.0      # a trained MLP deciding (only with trained_policy)
+  floor_s: float = 0.0        # native floor_responder answering the default (0: not run)
   trained_name: str = ""
   default_s: float = 0.0
   shadow_s: float = 0.0
@@ -51,6 +60,10 @@ class ProblemBench:
     return self.trained_s / self.plain_s if self.plain_s and self.trained_s else float("nan")
 
   @property
+  def floor_ratio(self):
+    return self.floor_s / self.plain_s if self.plain_s and self.floor_s else float("nan")
+
+  @property
   def shadow_ratio(self):
     return self.shadow_s / self.plain_s if self.plain_s else float("nan")
 
@@ -66,6 +79,10 @@ class ProblemBench:
             f"  plain {self.plain_s:.2f}s, MLP policy {self.mlp_s:.2f}s, "
             f"MLP computed/default answered {self.shadow_s:.2f}s, "
             f"default replay {self.default_s:.2f}s\n"
+            + (f"  floor: native responder answering the default {self.floor_s:.2f}s: "
+               f"{self.floor_ratio:.3f}x plain (the compiler's own interactive-mode cost; "
+               f"python default replay is {self.default_s / self.floor_s:.3f}x the floor)\n"
+               if self.floor_s else "")
             + (f"  trained MLP ({self.trained_name}) deciding {self.trained_s:.2f}s: "
                f"{self.trained_ratio:.3f}x plain\n" if self.trained_name else "")
             + f"  time over plain: random MLP deciding {self.mlp_ratio:.3f}x; MLP computed but "
@@ -106,6 +123,7 @@ def bench_problem(problem: str, mods, *, llvm_version: int, repeats: int, workdi
   """
   tc = toolchain_lib.toolchain(llvm_version)
   out = ProblemBench(problem, trained_name=trained_name if trained_policy else "")
+  responder = floor_responder_path()
   mlp = MLPPolicy(problem, seed=seed)
   shadow = ShadowPolicy(MLPPolicy(problem, seed=seed), problem)
   obj = os.path.join(workdir, "plain.o")
@@ -123,7 +141,7 @@ def bench_problem(problem: str, mods, *, llvm_version: int, repeats: int, workdi
     else:
       plain_argv = m.compile_argv(tc.clang, obj)
     best = {"plain": float("inf"), "mlp": float("inf"), "default": float("inf"),
-            "shadow": float("inf"), "trained": float("inf")}
+            "shadow": float("inf"), "trained": float("inf"), "floor": float("inf")}
     cpu = {"plain": float("inf"), "mlp": float("inf"), "shadow": float("inf")}
     res_mlp = None
     prof_best = None
@@ -150,6 +168,12 @@ def bench_problem(problem: str, mods, *, llvm_version: int, repeats: int, workdi
         ok = False
         break
       best["shadow"] = min(best["shadow"], sh.seconds)
+      if responder:
+        f = floor_compile(m, problem, llvm_version=llvm_version, responder=responder)
+        if f is None:
+          ok = False
+          break
+        best["floor"] = min(best["floor"], f)
       if trained_policy is not None:
         t = core.compile_module(m, problem, trained_policy, llvm_version=llvm_version)
         if not t.ok:
@@ -167,6 +191,8 @@ def bench_problem(problem: str, mods, *, llvm_version: int, repeats: int, workdi
     out.shadow_s += best["shadow"]
     if trained_policy is not None:
       out.trained_s += best["trained"]
+    if responder:
+      out.floor_s += best["floor"]
     for k in cpu:
       setattr(out, k + "_cpu", getattr(out, k + "_cpu") + cpu[k])
     out.decisions += res_mlp.decisions
@@ -175,6 +201,61 @@ def bench_problem(problem: str, mods, *, llvm_version: int, repeats: int, workdi
       out.profile[k] = out.profile.get(k, 0.0) + v
   prog.close()
   return out
+
+
+def floor_responder_path() -> Optional[str]:
+  """The built //cc/channel_floor:floor_responder, or None."""
+  rel = "cc/channel_floor/floor_responder"
+  roots = [pathlib.Path(os.environ[v]) for v in ("RUNFILES_DIR", "TEST_SRCDIR")
+           if os.environ.get(v)]
+  roots = [r / "mlgo" for r in roots] + roots
+  root = cli.repo_root()
+  if root:
+    roots.append(root / "bazel-bin")
+  for r in roots:
+    if (r / rel).exists():
+      return str(r / rel)
+  return None
+
+
+def floor_compile(module, problem: str, *, llvm_version: int, responder: str,
+                  timeout: float = 300.0, output_path: Optional[str] = None) -> Optional[float]:
+  """Wall seconds of one compile with floor_responder answering the default decision
+  (inlining: the compiler's own; eviction: the environment's default-equivalent column;
+  priority: 0); None if either side fails."""
+  if problem == "inlining":
+    answer = f"--answer_feature={inlining_problem.default_slot(llvm_version)}"
+  elif problem == "regalloc_eviction":
+    answer = "--eviction_default"
+  else:
+    answer = "--answer_constant=0"
+  with tempfile.TemporaryDirectory(prefix="mlgo-floor-") as tmp:
+    base = os.path.join(tmp, "channel")
+    os.mkfifo(base + ".in", 0o600)
+    os.mkfifo(base + ".out", 0o600)
+    argv, obj = core.channel_argv(module, problem, base, tmp, llvm_version=llvm_version)
+    t = time.perf_counter()
+    comp = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    resp = subprocess.Popen([responder, f"--channel_base={base}", answer],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rc = rr = None
+    try:
+      rc = comp.wait(timeout)
+      # A compiler that failed may never have opened the channel, where the responder
+      # still waits; one that succeeded has closed it, so the responder ends at once.
+      rr = resp.wait(10.0) if rc == 0 else None
+    except subprocess.TimeoutExpired:
+      pass
+    elapsed = time.perf_counter() - t
+    for p in (comp, resp):
+      if p.poll() is None:
+        p.kill()
+        p.wait()
+    if rc != 0 or rr != 0:
+      return None
+    if output_path:
+      shutil.copyfile(obj, output_path)
+  return elapsed
 
 
 def _keep(bc_path: str, workdir: str, i: int) -> str:
@@ -199,7 +280,6 @@ def pick_modules(n: int, llvm_version: int, corpus_path=None, stream=None):
     step = max(1, len(mods) // n) if n else 1
     picked = mods[::step][:n] if n else mods
     return f"{path} ({len(picked)} of {len(mods)} modules)", picked
-  from mlgo.util import cli  # pylint: disable=import-outside-toplevel
   root = cli.repo_root()
   progs = sorted((root / "testdata" / "programs").glob("*.c"))
   tmp = tempfile.mkdtemp(prefix="mlgo-bench-src-")

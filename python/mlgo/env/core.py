@@ -236,6 +236,17 @@ def _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags, default_p
   return llc_mod.llc_argv(tool_path or tc.llc, obj, flags), obj, remarks
 
 
+def channel_argv(module, problem_name: str, base: str, workdir: str, *,
+                 llvm_version: int = toolchain_lib.DEFAULT_LLVM_VERSION,
+                 default_policy: bool = True):
+  """(argv, object path): the compiler command compile_module runs, talking over the
+  channel at `base` (for tools that put their own answerer on the channel)."""
+  tc = toolchain_lib.toolchain(llvm_version)
+  argv, obj, _ = _tool_argv(module, get_problem(problem_name), tc, workdir, base, None, (),
+                            default_policy)
+  return argv, obj
+
+
 def _check_header(reader, problem):
   names = [s.name for s in reader.header]
   missing = [n for n in problem.feature_names + list(problem.hidden_features)
