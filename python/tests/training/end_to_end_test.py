@@ -44,6 +44,21 @@ def test_trace_bc_ppo_evaluate(tiny_corpus, tmp_path, capsys):
   assert "inlining_default" not in pol.input_names
   assert (tmp_path / "bc" / "saved_policy" / "saved_model.pb").exists()
 
+  # Re-warm-starting from another policy: its greedy decisions become the labels. A
+  # teacher that never inlines (output bias forced) must be what the student learns.
+  w = dict(pol.arch.w)
+  w["out/kernel"] = np.zeros_like(w["out/kernel"])
+  w["out/bias"] = np.array([50.0, -50.0], w["out/bias"].dtype)
+  policy_io.write_policy_dir(tmp_path / "never", pol.spec, w, saved_model=False)
+  m2 = bc.train_bc(tmp_path / "trace", tmp_path / "bc_teacher", epochs=30,
+                   heldout_fraction=0.0, teacher=tmp_path / "never")
+  assert m2["teacher"] == str(tmp_path / "never")
+  assert m2["train_accuracy"] >= 0.99
+  student = policy_io.load_policy(tmp_path / "bc_teacher")
+  feats = {n: shard["f/" + n] for n in student.input_names}
+  assert student.decide_batch(feats).mean() <= 0.01
+  assert pol.decide_batch(feats).mean() > 0.5   # the default (and its clone) inline here
+
   # Two PPO iterations warm-started from BC.
   cfg = ppo.PPOConfig(modules_per_iteration=3, jobs=2, num_epochs=2, samples_per_module=2,
                       baseline="group")
