@@ -1,6 +1,6 @@
 """Explaining default-replay differences from the inliner's remarks (mlgo.env.inline_remarks):
 clang's ML advisor writes one remark per channel decision, and answers some call sites
-itself without asking (a call in a catch handler, in catch_rethrow.cpp)."""
+itself without asking (a call in a catch handler, in catch_rethrow.cpp; LLVM 22 and 19)."""
 import pytest
 
 from mlgo import env
@@ -37,11 +37,12 @@ def test_one_ml_remark_per_channel_decision(tmp_path, version):
   assert exp.summary().startswith("same inlined call sites")
 
 
-def test_call_sites_the_ml_advisor_answers_itself(tmp_path):
-  m = lib.inlining_module("catch_rethrow.cpp", 22)
-  decisions, remarks = _remarks(tmp_path, m, 22, env.DefaultPolicy())
+@pytest.mark.parametrize("version", [22, 19])
+def test_call_sites_the_ml_advisor_answers_itself(tmp_path, version):
+  m = lib.inlining_module("catch_rethrow.cpp", version)
+  decisions, remarks = _remarks(tmp_path, m, version, env.DefaultPolicy())
   assert decisions > 50 and ir.ml_decision_count(remarks) == decisions
-  _, plain = _remarks(tmp_path, m, 22, None)
+  _, plain = _remarks(tmp_path, m, version, None)
   exp = ir.explain(plain, remarks, decisions)
   assert exp.only_replay == []
   assert exp.never_offered == exp.only_plain != []
@@ -49,7 +50,7 @@ def test_call_sites_the_ml_advisor_answers_itself(tmp_path):
   assert any("_M_put_node" in c for c in callees), callees
   assert ir.UNREACHABLE in exp.summary()
   # The report's explanation path gives the same verdict.
-  assert ir.UNREACHABLE in replay.explain_mismatch(m, 22, 120.0, str(tmp_path))
+  assert ir.UNREACHABLE in replay.explain_mismatch(m, version, 120.0, str(tmp_path))
 
 
 def test_explain_does_not_excuse_a_replay_that_inlines_more():
