@@ -108,6 +108,18 @@ class Normalizer:
       self.bmat[i, :len(n.boundaries)] = n.boundaries
       self.dmat[i, :len(n.boundaries)] = n.increments
     self._cum = [np.concatenate([[0.0], np.cumsum(n.increments)]) for n in self.norms]
+    # Runs of consecutive elements sharing one norm (a [1, 33] eviction feature expands to
+    # 33 copies): there, one binary search per run beats the padded all-boundaries compare
+    # (661 x 253 for eviction: ~0.6 ms a decision; per run: ~40 us).
+    self._runs = []
+    i = 0
+    while i < len(self.norms):
+      j = i + 1
+      while j < len(self.norms) and self.norms[j] is self.norms[i]:
+        j += 1
+      self._runs.append((i, j))
+      i = j
+    self._per_run = len(self._runs) * 4 <= len(self.norms)
     self.mean = np.array([n.mean for n in self.norms])
     self.std = np.array([n.std for n in self.norms])
 
@@ -128,7 +140,12 @@ class Normalizer:
 
   def encode_one(self, x: np.ndarray) -> np.ndarray:
     """x: [F] float64 -> [3F] float32, the per-decision fast path."""
-    q = ((x[:, None] >= self.bmat) * self.dmat).sum(axis=1)
+    if self._per_run:
+      q = np.empty(len(x))
+      for a, b in self._runs:
+        q[a:b] = self._cum[a][np.searchsorted(self.norms[a].boundaries, x[a:b], side="right")]
+    else:
+      q = ((x[:, None] >= self.bmat) * self.dmat).sum(axis=1)
     z = (slog(x) - self.mean) / self.std
     return np.stack([q, np.sqrt(q), z], axis=-1).reshape(-1).astype(np.float32)
 

@@ -42,6 +42,23 @@ def test_single_equals_batch_and_roundtrip(tmp_path):
     assert np.array_equal(n.encode_one(x[i]), batch[i])
 
 
+def test_single_equals_batch_for_expanded_column_features():
+  # A [1, 33] feature expands to 33 elements sharing one norm (eviction); the per-run
+  # fast path must give exactly the batch encoding used in training.
+  rng = np.random.default_rng(2)
+  a = normalization.fit_feature("a", rng.normal(0, 5, 2000))
+  b = normalization.fit_feature("b", rng.integers(0, 1000, 2000))
+  c = normalization.fit_feature("c", rng.random(2000))
+  n = normalization.Normalizer([a] * 33 + [b] * 33 + [c])
+  assert n._per_run and len(n._runs) == 3
+  x = np.concatenate([rng.normal(0, 5, (100, 33)), rng.integers(-3, 1200, (100, 33)),
+                      rng.random((100, 1))], axis=1)
+  batch = n.encode_scalar_rows(x)
+  for i in range(len(x)):
+    assert np.array_equal(n.encode_one(x[i]), batch[i])
+  assert not normalization.Normalizer([a, b, c])._per_run
+
+
 def test_collector_bounded_sample():
   c = normalization.QuantileCollector(["a"], capacity=1000)
   for _ in range(50):
