@@ -323,3 +323,26 @@ def publish_iteration_policy(output, iteration: int, spec: dict, weights: dict, 
   for o in sorted((output / "policies").glob("iter-*"))[:-keep]:
     shutil.rmtree(o, ignore_errors=True)
   return d
+
+
+def average_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
+  """Weight average of policies that share a spec (architecture, features and
+  normalization), e.g. the last N iterations of one PPO run: averaging along the
+  trajectory smooths the iteration-to-iteration noise of a single snapshot."""
+  dirs = [pathlib.Path(d) for d in policy_dirs]
+  if not dirs:
+    raise ValueError("average_policies: no policy dirs given")
+  pols = [load_policy(d) for d in dirs]
+  ref = pols[0]
+  for d, p in zip(dirs[1:], pols[1:]):
+    for key in ("problem", "features", "normalization", "architecture"):
+      if json.dumps(p.spec.get(key), sort_keys=True) != json.dumps(ref.spec.get(key),
+                                                                   sort_keys=True):
+        raise ValueError(f"{d}: its {key} differs from {dirs[0]}'s; only policies of one "
+                         f"run (same spec) can be averaged")
+  weights = {k: np.mean([p.arch.w[k] for p in pols], axis=0).astype(ref.arch.w[k].dtype)
+             for k in ref.arch.w}
+  spec = dict(ref.spec)
+  spec["averaged_from"] = [str(d) for d in dirs]
+  write_policy_dir(output, spec, weights, saved_model=saved_model)
+  return load_policy(output)

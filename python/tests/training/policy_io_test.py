@@ -91,3 +91,22 @@ def test_architecture_lookup_imports_registrations_and_rejects_unknown():
   assert policy_io._architecture("regalloc_column_scorer").TYPE == "regalloc_column_scorer"
   with pytest.raises(ValueError, match="unknown architecture 'nope'"):
     policy_io._architecture("nope")
+
+
+def test_average_policies(tmp_path):
+  spec, w1, data = _spec_and_weights(seed=0)
+  _, w2, _ = _spec_and_weights(seed=5)
+  a = policy_io.write_policy_dir(tmp_path / "a", spec, w1, saved_model=False)
+  b = policy_io.write_policy_dir(tmp_path / "b", spec, w2, saved_model=False)
+  avg = policy_io.average_policies([a, b], tmp_path / "avg", saved_model=False)
+  for k in w1:
+    np.testing.assert_allclose(avg.arch.w[k], (w1[k] + w2[k]) / 2, rtol=1e-6)
+  assert avg.spec["averaged_from"] == [str(a), str(b)]
+  obs = {n: np.array([data[n][0]], np.int64) for n in NAMES}
+  assert int(avg.act(obs)) in (0, 1)
+  # Policies with another normalization (another run) are refused, naming the dir.
+  other = dict(spec)
+  other["normalization"] = [dict(d, mean=d["mean"] + 1.0) for d in spec["normalization"]]
+  c = policy_io.write_policy_dir(tmp_path / "c", other, w2, saved_model=False)
+  with pytest.raises(ValueError, match="c: its normalization differs"):
+    policy_io.average_policies([a, c], tmp_path / "bad", saved_model=False)
