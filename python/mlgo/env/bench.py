@@ -205,17 +205,8 @@ def bench_problem(problem: str, mods, *, llvm_version: int, repeats: int, workdi
 
 def floor_responder_path() -> Optional[str]:
   """The built //cc/channel_floor:floor_responder, or None."""
-  rel = "cc/channel_floor/floor_responder"
-  roots = [pathlib.Path(os.environ[v]) for v in ("RUNFILES_DIR", "TEST_SRCDIR")
-           if os.environ.get(v)]
-  roots = [r / "mlgo" for r in roots] + roots
-  root = cli.repo_root()
-  if root:
-    roots.append(root / "bazel-bin")
-  for r in roots:
-    if (r / rel).exists():
-      return str(r / rel)
-  return None
+  found = cli.built_file("cc/channel_floor/floor_responder")
+  return str(found) if found else None
 
 
 def floor_compile(module, problem: str, *, llvm_version: int, responder: str,

@@ -21,18 +21,7 @@ class PluginError(RuntimeError):
 
 
 def _runfiles_candidates():
-  roots = []
-  for var in ("RUNFILES_DIR", "TEST_SRCDIR"):
-    if os.environ.get(var):
-      roots.append(pathlib.Path(os.environ[var]))
-  here = pathlib.Path(__file__).resolve()
-  for parent in here.parents:
-    if parent.name.endswith(".runfiles"):
-      roots.append(parent)
-  out = []
-  for r in roots:
-    out += [r / "mlgo" / _REL, r / "__main__" / _REL, r / _REL]
-  return out
+  return cli.runfile_candidates(_REL)
 
 
 def plugin_path(llvm_version: int = 22) -> str:

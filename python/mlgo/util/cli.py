@@ -31,3 +31,26 @@ def repo_root() -> pathlib.Path | None:
     if (parent / "WORKSPACE").exists():
       return parent
   return None
+
+
+def runfile_candidates(rel: str) -> list[pathlib.Path]:
+  """Where Bazel puts the file `rel` (repository-relative) for the running program: the
+  runfiles trees of `bazel run`/`bazel test` (RUNFILES_DIR, TEST_SRCDIR, or the .runfiles
+  directory this module sits in), under the workspace name or not. Existence unchecked."""
+  roots = [pathlib.Path(os.environ[v]) for v in ("RUNFILES_DIR", "TEST_SRCDIR")
+           if os.environ.get(v)]
+  roots += [p for p in pathlib.Path(__file__).resolve().parents if p.name.endswith(".runfiles")]
+  out = []
+  for r in roots:
+    out += [r / "mlgo" / rel, r / "__main__" / rel, r / rel]
+  return out
+
+
+def built_file(rel: str) -> pathlib.Path | None:
+  """A Bazel-built file of this repository (e.g. cc/x/tool): from the runfiles, else from
+  the checkout's bazel-bin; None if it is not built."""
+  cands = runfile_candidates(rel)
+  root = repo_root()
+  if root is not None:
+    cands.append(root / "bazel-bin" / rel)
+  return next((c for c in cands if c.exists()), None)
