@@ -1,21 +1,20 @@
 """tools/compile_one: decisions and reward as JSON lines; --record writes the raw stream."""
 import json
-import os
 import subprocess
 
 import pytest
 
 from mlgo import log
+from mlgo.util import cli
 
 import envtestlib as lib
 
 
 def tool():
-  for root in (os.environ.get("TEST_SRCDIR", ""), os.getcwd()):
-    p = os.path.join(root, "mlgo", "tools", "compile_one")
-    if os.path.exists(p):
-      return p
-  pytest.fail("compile_one binary not in runfiles")
+  found = next((p for p in cli.runfile_candidates("tools/compile_one") if p.exists()), None)
+  if found is None:
+    pytest.fail("compile_one binary not in runfiles")
+  return str(found)
 
 
 def run(*args):

@@ -2,7 +2,6 @@
 
 import io
 import json
-import os
 import subprocess
 
 import numpy as np
@@ -10,6 +9,7 @@ import pytest
 
 from mlgo.log import FeatureSpec, encode_log, pyreader
 from mlgo.log.decode import decode
+from mlgo.util import cli
 
 FEATS = [FeatureSpec("m", np.dtype(np.int64), (1, 3)),
          FeatureSpec("w", np.dtype(np.float32), (2,))]
@@ -17,12 +17,10 @@ SCORE = FeatureSpec("reward", np.dtype(np.float64), ())
 
 
 def tool():
-  # $(location) of //tools:decode_log, relative to the runfiles root.
-  for root in (os.environ.get("TEST_SRCDIR", ""), os.getcwd()):
-    p = os.path.join(root, "mlgo", "tools", "decode_log")
-    if os.path.exists(p):
-      return p
-  pytest.fail("decode_log binary not in runfiles")
+  found = next((p for p in cli.runfile_candidates("tools/decode_log") if p.exists()), None)
+  if found is None:
+    pytest.fail("decode_log binary not in runfiles")
+  return str(found)
 
 
 def sample():
