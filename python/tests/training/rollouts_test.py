@@ -1,0 +1,99 @@
+"""Rollout probes on a tiny real corpus with the shipped inlining policy: each probe is
+reproducible, a broken module is skipped and counted, reruns resume, and fine-tuning
+on the probes moves the policy to the better action."""
+import json
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+
+from mlgo import corpus as corpus_lib
+from mlgo import env, problems
+from mlgo.training import policy_io, rollouts, testing
+from mlgo.util import cli
+
+PROGRAMS = sorted((pathlib.Path(__file__).parent / "programs").glob("*.c*"))
+
+
+def _shipped_policy():
+  rel = "models/inlining_oz/policy.json"
+  cands = cli.runfile_candidates(rel)
+  if cli.repo_root() is not None:
+    cands.append(cli.repo_root() / rel)
+  return next(p for p in cands if p.exists()).parent
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus(tmp_path_factory):
+  return testing.make_tiny_corpus(tmp_path_factory.mktemp("corpus"), PROGRAMS)
+
+
+def test_choose_positions_prefers_low_margin():
+  rng = np.random.default_rng(0)
+  m = np.array([5.0, -0.1, 3.0, 0.2, -7.0, 9.0])
+  pos = rollouts.choose_positions(m, 2, 1, rng)
+  assert {1, 3} <= set(pos.tolist()) and len(pos) == 3 and list(pos) == sorted(pos)
+  assert len(rollouts.choose_positions(np.zeros(0), 4, 4, rng)) == 0
+  assert rollouts.probe_budget(0, 16) == 0
+  assert rollouts.probe_budget(3, 16) == 3          # every decision of a small module
+  assert rollouts.probe_budget(10000, 16) == 16     # capped
+  assert rollouts.probe_budget(400, 64) == 10       # sqrt(n)/2
+
+
+def test_probe_and_train(tiny_corpus, tmp_path):
+  policy_dir = _shipped_policy()
+  out = tmp_path / "probes"
+  s = rollouts.probe_corpus(tiny_corpus, policy_dir, out, split="all", max_probes=6,
+                            anchors=50, jobs=2)
+  assert s["modules"] == 4 and s["failed"] == 0 and s["mismatch"] == 0
+  assert s["probes"] == s["better"] + s["worse"] + s["same"] > 0
+  assert s["better"] + s["worse"] > 0      # some flips change the object's size
+  store = rollouts.ProbeStore(out)
+  shard = next(store.shards())
+  # Reproduce one probe that changed the size, in this process, from scratch.
+  d = shard["probe_sizes"] - shard["base_size"][shard["probe_module"]]
+  j = int(np.flatnonzero(np.isfinite(d) & (d != 0))[0])
+  name = str(shard["module_names"][shard["probe_module"][j]])
+  module = next(m for m in corpus_lib.load_corpus(tiny_corpus).modules if m.name == name)
+  pol = policy_io.load_policy(policy_dir)
+  fp = rollouts.FlipPolicy(pol, int(shard["positions"][j]))
+  r = env.compile_module(module, problems.get_problem("inlining"), fp)
+  assert r.ok and r.reward["text_size"] == shard["probe_sizes"][j]
+  assert int(r.trajectories[0].actions[fp.flip_at]) == 1 - int(shard["probe_actions"][j])
+  # Rerunning the same command does nothing more.
+  again = rollouts.probe_corpus(tiny_corpus, policy_dir, out, split="all", max_probes=6,
+                                jobs=2)
+  assert again["modules"] == 0 and len(rollouts.ProbeStore(out).index["done"]) == 4
+
+  # Fine-tuning: the new policy takes the better action on (almost) every probe.
+  m = rollouts.train_on_probes(policy_dir, [out], tmp_path / "tuned", epochs=60,
+                               learning_rate=3e-3, heldout_fraction=0.0)
+  assert m["after"]["train_probe"][0] >= 0.9
+  assert m["after"]["train_probe"][0] >= m["before"]["train_probe"][0]
+  tuned = policy_io.load_policy(tmp_path / "tuned")
+  data = rollouts.load_probe_data([out], tuned.input_names)
+  x = data["probe_x"]
+  pred = tuned.decide_batch({n: x[:, i:i + 1] for i, n in enumerate(tuned.input_names)})
+  assert (pred == data["probe_y"]).mean() == pytest.approx(m["after"]["train_probe"][0])
+  assert json.loads((tmp_path / "tuned" / "policy.json").read_text())["fine_tuned_from"]
+
+
+def test_broken_module_is_skipped_and_counted(tiny_corpus, tmp_path):
+  bad = tmp_path / "corpus"
+  shutil.copytree(tiny_corpus, bad)
+  bcs = sorted(bad.rglob("*.bc"))
+  bcs[0].write_bytes(b"this is not bitcode")      # refused when the corpus is read
+  cmd = bcs[1].with_suffix(".cmd")               # a valid module clang refuses to compile
+  cmd.write_bytes(cmd.read_bytes().rstrip(b"\0") + b"\0-mllvm\0-mlgo-no-such-option")
+  s = rollouts.probe_corpus(bad, _shipped_policy(), tmp_path / "p", split="all",
+                            max_probes=2, jobs=2)
+  assert s["unusable"] == 1 and s["failed"] == 1 and s["modules"] == 2
+  index = rollouts.ProbeStore(tmp_path / "p").index
+  assert list(index["failed"]) == [bcs[1].stem] and index["failed"][bcs[1].stem]
+  assert len(index["done"]) == 2
+
+
+def test_training_needs_probe_data(tmp_path):
+  with pytest.raises(FileNotFoundError, match="index.json"):
+    rollouts.train_on_probes(_shipped_policy(), [tmp_path / "nothing"], tmp_path / "o")

@@ -1,0 +1,48 @@
+"""Rollout probes of a trained inlining policy: per-call-site credit, measured.
+
+  bazel run //tools:probe_decisions -- --policy=DIR --output=DIR [--corpus=DIR]
+      [--split=train] [--max_probes=16] [--max_modules=N] [--jobs=N]
+For each module: one greedy compile, then one compile per probed decision with that
+decision flipped and the policy deciding the rest; stores each probe's size change and
+a sample of the policy's own decisions (mlgo.training.rollouts). Rerunning the same
+command continues where it stopped. Train on the result with //tools:train_on_probes.
+"""
+import argparse
+import sys
+
+from mlgo.util.cli import user_path
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--policy", required=True, help="policy dir to probe")
+  ap.add_argument("--output", required=True, help="probe dir to write (resumable)")
+  ap.add_argument("--corpus", help="corpus dir (default: the default corpus)")
+  ap.add_argument("--split", default="train", choices=["train", "heldout", "all"])
+  ap.add_argument("--max_probes", type=int, default=16, help="probes per module, at most")
+  ap.add_argument("--random_fraction", type=float, default=0.25,
+                  help="share of probes at random decisions (the rest: least confident)")
+  ap.add_argument("--anchors", type=int, default=200,
+                  help="the policy's own decisions kept per module")
+  ap.add_argument("--max_modules", type=int, help="probe a seeded sample of this many")
+  ap.add_argument("--jobs", type=int, help="parallel compiles (default: cores)")
+  ap.add_argument("--timeout", type=float, default=300.0, help="seconds per compile")
+  ap.add_argument("--seed", type=int, default=0)
+  a = ap.parse_args(argv)
+  from mlgo.training import rollouts  # pylint: disable=import-outside-toplevel
+  if a.corpus:
+    corpus_dir = user_path(a.corpus)
+  else:
+    from mlgo import corpus  # pylint: disable=import-outside-toplevel
+    corpus_dir = corpus.default_corpus()
+  s = rollouts.probe_corpus(corpus_dir, user_path(a.policy), user_path(a.output),
+                            split=a.split, max_probes=a.max_probes,
+                            random_fraction=a.random_fraction, anchors=a.anchors,
+                            max_modules=a.max_modules, jobs=a.jobs, timeout=a.timeout,
+                            seed=a.seed)
+  return 0 if s["modules"] or not s["failed"] else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())
