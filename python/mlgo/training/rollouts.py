@@ -328,6 +328,9 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
     return base.encode_batch({n: x[:, i:i + 1] for i, n in enumerate(base.input_names)})
 
   px, ax = enc(data["probe_x"]), enc(data["anchor_x"])
+  # Anchors keep the policy being tuned where it is: their labels are its own greedy
+  # decisions (probe dirs of earlier rounds hold the states of earlier policies).
+  data["anchor_y"] = base.arch.greedy(base.arch.dist_params(ax)).astype(np.int64)
   ph, ah = data["probe_held"], data["anchor_held"]
   names = []
   for i in range(len(arch["hidden"])):
