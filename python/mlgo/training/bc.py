@@ -15,8 +15,9 @@ import numpy as np
 from mlgo.training import adapters, dataset, normalization, policy_io
 
 
-def heldout_module(name: str, fraction: float) -> bool:
-  h = int(hashlib.sha1(("bc:" + name).encode()).hexdigest()[:8], 16)
+def heldout_module(name: str, fraction: float, salt: str = "bc") -> bool:
+  """A stable pseudo-random `fraction` of module names (a different set per salt)."""
+  h = int(hashlib.sha1(f"{salt}:{name}".encode()).hexdigest()[:8], 16)
   return (h % 10000) < fraction * 10000
 
 
@@ -57,6 +58,23 @@ def init_weights(arch: dict, input_dim: int, seed: int = 0) -> dict:
   return w
 
 
+def keras_mlp(arch: dict, input_dim: int, weights: dict):
+  """A Keras model of an mlp_categorical architecture holding `weights`, and the
+  policy_io weight names of its variables in order (to read the weights back)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  layers = [tf.keras.layers.Dense(h, activation="relu") for h in arch["hidden"]]
+  layers.append(tf.keras.layers.Dense(arch["num_actions"]))
+  model = tf.keras.Sequential(layers)
+  model.build((None, input_dim))
+  names = []
+  for i in range(len(arch["hidden"])):
+    names += [f"hidden_{i}/kernel", f"hidden_{i}/bias"]
+  names += ["out/kernel", "out/bias"]
+  for v, n in zip(model.trainable_variables, names):
+    v.assign(weights[n])
+  return model, names
+
+
 def train_bc(trace_dir, output, hidden=(64, 64), epochs: int = 4, batch_size: int = 256,
              learning_rate: float = 1e-3, heldout_fraction: float = 0.1, seed: int = 0,
              label_smoothing: float = 0.1, explore_eps: float = 0.0,
@@ -89,16 +107,7 @@ def train_bc(trace_dir, output, hidden=(64, 64), epochs: int = 4, batch_size: in
   w0 = init_weights(arch, input_dim, seed)
 
   tf.random.set_seed(seed)
-  layers = [tf.keras.layers.Dense(h, activation="relu") for h in arch["hidden"]]
-  layers.append(tf.keras.layers.Dense(arch["num_actions"]))
-  model = tf.keras.Sequential(layers)
-  model.build((None, input_dim))
-  names = []
-  for i in range(len(arch["hidden"])):
-    names += [f"hidden_{i}/kernel", f"hidden_{i}/bias"]
-  names += ["out/kernel", "out/bias"]
-  for v, n in zip(model.trainable_variables, names):
-    v.assign(w0[n])
+  model, names = keras_mlp(arch, input_dim, w0)
   opt = tf.keras.optimizers.Adam(learning_rate)
   loss_fn = tf.keras.losses.CategoricalCrossentropy(from_logits=True,
                                                     label_smoothing=label_smoothing)

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from mlgo.training import envshim, policy_io
+from mlgo.training import bc, envshim, policy_io
 
 
 class FlipPolicy:
@@ -176,13 +176,13 @@ class ProbeStore:
                                          "decisions": r["decisions"],
                                          "probes": int(len(r["positions"])),
                                          "failures": len(r["failures"])}
-    self._write_index()
+    self.save()
     self.pending = []
 
   def mark_failed(self, module: str, reason: str):
     self.index["failed"][module] = reason[:300]
 
-  def _write_index(self):
+  def save(self):
     tmp = self.index_path.with_suffix(".tmp")
     with open(tmp, "w") as f:
       json.dump(self.index, f, indent=1)
@@ -255,7 +255,7 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
       prog.update(extra=f"{stats['probes']} probes ({stats['better']} better, "
                         f"{stats['worse']} worse), {stats['compiles'] / max(el, 1e-9):.1f} compiles/s")
   store.flush()
-  store._write_index()  # pylint: disable=protected-access
+  store.save()  # the failures, also when nothing was left to flush
   prog.close()
   stats["seconds"] = time.monotonic() - t0
   print("rollout probes: " + " ".join(f"{k}={v if isinstance(v, int) else round(v, 1)}"
@@ -263,26 +263,26 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   return stats
 
 
-def _heldout(name: str, fraction: float) -> bool:
-  h = int(hashlib.sha1(("probe:" + name).encode()).hexdigest()[:8], 16)
-  return (h % 10000) < fraction * 10000
+def heldout_module(name: str, fraction: float) -> bool:
+  """Modules whose probes fine-tuning never sees (agreement on them is reported)."""
+  return bc.heldout_module(name, fraction, salt="probe")
 
 
 def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
                     weight_cap: float = 4.0, heldout_fraction: float = 0.1):
-  """Labelled probes + anchors from one or more probe dirs.
+  """Labelled probes + anchor states from one or more probe dirs.
 
   A probe whose flip made the module smaller is labelled with the flipped action, one
   that made it bigger with the policy's action; ties are dropped. Weight: the relative
   size change in units of `weight_unit`, clipped to [0.25, weight_cap]."""
-  px, py, pw, ph, ax, ay, ah = [], [], [], [], [], [], []
+  px, py, pw, ph, ax, ah = [], [], [], [], [], []
   for d in probe_dirs:
     store = ProbeStore(d)
     if store.index["features"] != list(feature_names):
       raise ValueError(f"{d}/index.json: features differ from the policy's")
     for s in store.shards():
       names = s["module_names"]
-      held_mod = np.array([_heldout(str(n), heldout_fraction) for n in names], bool)
+      held_mod = np.array([heldout_module(str(n), heldout_fraction) for n in names], bool)
       base = s["base_size"][s["probe_module"]]
       delta = s["probe_sizes"] - base
       ok = np.isfinite(delta) & (delta != 0) & ~s["mismatch"]
@@ -294,13 +294,12 @@ def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
       pw.append(w[ok])
       ph.append(held_mod[s["probe_module"]][ok])
       ax.append(s["anchor_features"])
-      ay.append(s["anchor_actions"])
       ah.append(held_mod[s["anchor_module"]])
   cat = lambda xs, shape=(0,): np.concatenate(xs) if xs else np.zeros(shape)  # noqa: E731
   nf = len(feature_names)
   return {"probe_x": cat(px, (0, nf)), "probe_y": cat(py).astype(np.int64),
           "probe_w": cat(pw).astype(np.float32), "probe_held": cat(ph).astype(bool),
-          "anchor_x": cat(ax, (0, nf)), "anchor_y": cat(ay).astype(np.int64),
+          "anchor_x": cat(ax, (0, nf)),
           "anchor_held": cat(ah).astype(bool)}
 
 
@@ -330,19 +329,10 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
   px, ax = enc(data["probe_x"]), enc(data["anchor_x"])
   # Anchors keep the policy being tuned where it is: their labels are its own greedy
   # decisions (probe dirs of earlier rounds hold the states of earlier policies).
-  data["anchor_y"] = base.arch.greedy(base.arch.dist_params(ax)).astype(np.int64)
+  anchor_y = base.arch.greedy(base.arch.dist_params(ax)).astype(np.int64)
   ph, ah = data["probe_held"], data["anchor_held"]
-  names = []
-  for i in range(len(arch["hidden"])):
-    names += [f"hidden_{i}/kernel", f"hidden_{i}/bias"]
-  names += ["out/kernel", "out/bias"]
   tf.random.set_seed(seed)
-  layers = [tf.keras.layers.Dense(h, activation="relu") for h in arch["hidden"]]
-  layers.append(tf.keras.layers.Dense(arch["num_actions"]))
-  model = tf.keras.Sequential(layers)
-  model.build((None, px.shape[1]))
-  for v, n in zip(model.trainable_variables, names):
-    v.assign(base.arch.w[n])
+  model, names = bc.keras_mlp(arch, px.shape[1], base.arch.w)
   opt = tf.keras.optimizers.Adam(learning_rate)
 
   @tf.function
@@ -372,7 +362,7 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
         f"states; before: probe agreement train {before['train_probe'][0]:.3f} held-out "
         f"{before['heldout_probe'][0]:.3f} (weighted {before['heldout_probe'][1]:.3f})",
         file=stream)
-  pw, py, ay = data["probe_w"], data["probe_y"], data["anchor_y"]
+  pw, py, ay = data["probe_w"], data["probe_y"], anchor_y
   steps = max(1, math.ceil(len(tr_p) / batch_size))
   for epoch in range(epochs):
     order = rng.permutation(tr_p)
