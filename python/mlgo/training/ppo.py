@@ -132,6 +132,11 @@ class Trainer:
     old = self.ckpt_dir.with_name("checkpoint.old")
     if not self.ckpt_dir.exists() and old.exists():
       os.rename(old, self.ckpt_dir)
+    # A kill while a checkpoint or the latest policy was being written leaves its temp
+    # dir; only this trainer writes them, and the half-written copy is worth nothing.
+    for pattern in ("checkpoint.tmp*", "policy.tmp*"):
+      for stale in self.output.glob(pattern):
+        shutil.rmtree(stale, ignore_errors=True)
 
   def _load_state(self):
     p = self.ckpt_dir / "state.json"

@@ -51,6 +51,10 @@ def test_sigkill_mid_iteration_then_resume(tmp_path):
   state = json.loads((out / "checkpoint" / "state.json").read_text())
   assert state["iteration"] == done_before[-1]
   target = done_before[-1] + 1
+  # What a kill during a checkpoint write leaves (the kill above may or may not hit one):
+  # the resumed run must discard it.
+  (out / "checkpoint.tmpkilled" / "tf").mkdir(parents=True, exist_ok=True)
+  (out / "checkpoint.tmpkilled" / "state.json").write_text("{")
   r = subprocess.run(_cmd(corpus, out, target), env=env, capture_output=True, text=True,
                      timeout=300)
   assert r.returncode == 0, r.stderr[-3000:]
