@@ -40,7 +40,7 @@ def main(argv=None):
   from mlgo import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
   from mlgo.training import collect, ppo  # pylint: disable=import-outside-toplevel
   from mlgo.workers import make_pool  # pylint: disable=import-outside-toplevel
-  corpus_dir = user_path(a.corpus) if a.corpus else corpus_lib.default_corpus()
+  corpus_dir = corpus_lib.corpus_arg(a.corpus)
   corpus = corpus_lib.load_corpus(corpus_dir)
   mods = corpus.split("train")
   if a.trace:

@@ -33,11 +33,8 @@ def main(argv=None):
     if not p.exists() and repo_root() is not None and (repo_root() / policy).exists():
       p = repo_root() / policy
     policy = p
-  if a.corpus:
-    corpus_dir = user_path(a.corpus)
-  else:
-    from mlgo import corpus  # pylint: disable=import-outside-toplevel
-    corpus_dir = corpus.default_corpus()
+  from mlgo import corpus  # pylint: disable=import-outside-toplevel
+  corpus_dir = corpus.corpus_arg(a.corpus)
   evaluation.evaluate(a.problem, corpus_dir, policy, user_path(a.output), split=a.split,
                       jobs=a.jobs, timeout=a.timeout)
   return 0

@@ -30,14 +30,10 @@ def main(argv=None):
   ap.add_argument("--timeout", type=float, default=300.0, help="seconds per compile")
   ap.add_argument("--seed", type=int, default=0)
   a = ap.parse_args(argv)
+  from mlgo import corpus  # pylint: disable=import-outside-toplevel
   from mlgo.training import rollouts  # pylint: disable=import-outside-toplevel
-  if a.corpus:
-    corpus_dir = user_path(a.corpus)
-  else:
-    from mlgo import corpus  # pylint: disable=import-outside-toplevel
-    corpus_dir = corpus.default_corpus()
-  s = rollouts.probe_corpus(corpus_dir, user_path(a.policy), user_path(a.output),
-                            split=a.split, max_probes=a.max_probes,
+  s = rollouts.probe_corpus(corpus.corpus_arg(a.corpus), user_path(a.policy),
+                            user_path(a.output), split=a.split, max_probes=a.max_probes,
                             random_fraction=a.random_fraction, anchors=a.anchors,
                             max_modules=a.max_modules, jobs=a.jobs, timeout=a.timeout,
                             seed=a.seed)

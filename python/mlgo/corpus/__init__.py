@@ -19,6 +19,15 @@ def default_corpus(llvm_version: int | None = None, opt: str = "Oz", **kwargs):
   return build.default_corpus(llvm_version, opt=opt, **kwargs)
 
 
+def corpus_arg(value):
+  """A tool's --corpus value: that directory (relative to where the user ran the tool),
+  or the default corpus when it is not given."""
+  if value:
+    from mlgo.util.cli import user_path  # pylint: disable=import-outside-toplevel
+    return user_path(value)
+  return default_corpus()
+
+
 __all__ = ["Corpus", "CorpusError", "CorpusModule", "CorpusProblem", "CorpusWriter",
            "clean_cc1_flags", "load_corpus", "read_cmd", "split_for", "write_corpus",
-           "default_corpus", "kind_of", "HELDOUT_FRACTION"]
+           "default_corpus", "corpus_arg", "kind_of", "HELDOUT_FRACTION"]

@@ -59,11 +59,8 @@ def train_main(argv=None, problem: str | None = None, default_gin: str | None = 
   parse_and_bind_gin(gin_files, a.gin_bindings)
   import gin  # pylint: disable=import-outside-toplevel
   from mlgo.training import ppo  # pylint: disable=import-outside-toplevel
-  if a.corpus:
-    corpus_dir = user_path(a.corpus)
-  else:
-    from mlgo import corpus  # pylint: disable=import-outside-toplevel
-    corpus_dir = corpus.default_corpus()
+  from mlgo import corpus  # pylint: disable=import-outside-toplevel
+  corpus_dir = corpus.corpus_arg(a.corpus)
   out = user_path(a.output)
   trainer = ppo.Trainer(corpus_dir, out, problem_name=a.problem,
                         warmstart=user_path(a.warmstart) if a.warmstart else None,

@@ -97,7 +97,7 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   n_rand = int(round(k * random_fraction))
   margins = np.zeros(n)
   if n:
-    lg = policy.dist_params_batch({f: np.asarray(traj.features[f]) for f in names})["logits"]
+    lg = policy.arch.dist_params(policy.normalizer.encode_scalar_rows(feats))["logits"]
     margins = lg[:, 1] - lg[:, 0]
   pos = choose_positions(margins, k - n_rand, n_rand, rng)
   sizes = np.full(len(pos), np.nan)
@@ -222,8 +222,9 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   print(f"rollout probes: {len(todo)} of {len(modules)} modules to do "
         f"({len(modules) - len(todo)} already in {output})", file=stream)
   prog = Progress("probes", len(todo), stream=stream)
-  stats = {"modules": 0, "failed": 0, "unusable": len(getattr(corpus, "problems", [])), "probes": 0, "better": 0, "worse": 0, "same": 0,
-           "mismatch": 0, "probe_failures": 0, "compiles": 0}
+  stats = {"modules": 0, "failed": 0, "unusable": len(getattr(corpus, "problems", [])),
+           "probes": 0, "better": 0, "worse": 0, "same": 0, "mismatch": 0,
+           "probe_failures": 0, "compiles": 0}
   t0 = time.monotonic()
   with make_pool(pool, jobs) as p:
     for m in todo:
@@ -323,10 +324,8 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
     raise ValueError(f"{', '.join(map(str, probe_dirs))}: no probe changed a module's size; "
                      f"nothing to learn from")
 
-  def enc(x):
-    return base.encode_batch({n: x[:, i:i + 1] for i, n in enumerate(base.input_names)})
-
-  px, ax = enc(data["probe_x"]), enc(data["anchor_x"])
+  px = base.normalizer.encode_scalar_rows(data["probe_x"])
+  ax = base.normalizer.encode_scalar_rows(data["anchor_x"])
   # Anchors keep the policy being tuned where it is: their labels are its own greedy
   # decisions (probe dirs of earlier rounds hold the states of earlier policies).
   anchor_y = base.arch.greedy(base.arch.dist_params(ax)).astype(np.int64)
