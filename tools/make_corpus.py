@@ -1,6 +1,6 @@
 """Builds a corpus of pre-optimization bitcode from Debian source packages.
 
-  bazel run //tools:make_corpus -- --output=DIR [--packages=a,b] [--opt=Oz|O2] [--jobs=N]
+  bazel run //tools:make_corpus -- --output=DIR [--packages=a,b,@extra] [--opt=Oz|O2] [--jobs=N]
       [--llvm_version=22]
   bazel run //tools:make_corpus -- --output=DIR --import=MLGO_UTILS_CORPUS
   bazel run //tools:make_corpus -- --default [--opt=O2]   # build/reuse the default corpus
@@ -16,8 +16,9 @@ from mlgo.util import cli
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   p.add_argument("--output", help="corpus directory to write (replaced if it exists)")
-  p.add_argument("--packages", default=",".join(build.DEFAULT_PACKAGES),
-                 help="comma-separated Debian source packages (default: %(default)s)")
+  p.add_argument("--packages", default="@default",
+                 help="comma-separated Debian source packages; @default and @extra stand "
+                 "for the package sets in mlgo.corpus.build (default: %(default)s)")
   p.add_argument("--opt", default="Oz", help="optimization level: Oz (inlining) or O2 "
                  "(regalloc); default %(default)s")
   p.add_argument("--jobs", type=int, default=2, help="parallel compiles (default 2)")
@@ -45,7 +46,7 @@ def main(argv=None) -> int:
             f"{stats['packages_with_modules']} packages, {stats['skipped']} unusable "
             f"(listed in {out / 'skipped.txt'})")
     else:
-      packages = [x.strip() for x in a.packages.split(",") if x.strip()]
+      packages = build.expand_packages(a.packages)
       stats = build.make_corpus(out, packages, opt=a.opt, jobs=a.jobs,
                                 llvm_version=a.llvm_version,
                                 cache=cli.user_path(a.cache) if a.cache else None)

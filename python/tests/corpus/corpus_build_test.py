@@ -262,3 +262,18 @@ def test_make_corpus_refuses_to_replace_other_directories(tmp_path):
   (out / "corpus_description.json").unlink()
   (out / build.PARTIAL_MARKER).write_text("")
   assert build.make_corpus(out, ["tinypkg"], cache=cache, jobs=1)["modules"] == 2
+
+
+def test_expand_packages_sets_order_and_errors():
+  got = build.expand_packages("zlib, @extra,re2,,zlib")
+  # zlib first, then the extra set in its order, no package twice
+  assert got[0] == "zlib"
+  assert got[1:] == list(build.EXTRA_PACKAGES)
+  assert len(got) == len(set(got)) == 1 + len(build.EXTRA_PACKAGES)
+  assert build.expand_packages("@default") == list(build.DEFAULT_PACKAGES)
+  # the extra set is disjoint from the default one (it widens training data)
+  assert not set(build.EXTRA_PACKAGES) & set(build.DEFAULT_PACKAGES)
+  with pytest.raises(build.BuildError, match="unknown package set '@nosuch'"):
+    build.expand_packages("zlib,@nosuch")
+  with pytest.raises(build.BuildError, match="no packages"):
+    build.expand_packages(" , ")
