@@ -43,7 +43,7 @@ class RandomPolicy:
 
   def act(self, observation: dict):
     kind = self._kind or _problem_of(observation)
-    if kind == "inlining":
+    if kind.startswith("inlining"):
       return np.int64(self.rng.integers(0, 2))
     if kind == "regalloc_eviction":
       valid = np.flatnonzero(observation["mask"].reshape(-1))

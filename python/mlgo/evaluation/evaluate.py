@@ -90,7 +90,7 @@ def _pct(policy, default):
 def summary_line(problem_name: str, modules: int, keys: int, default: float, policy: float,
                  regressions: int) -> str:
   change = _pct(policy, default)
-  if problem_name == "inlining":
+  if problem_name.startswith("inlining"):
     return (f"modules={modules} default_text={int(round(default))} "
             f"policy_text={int(round(policy))} change={change:+.2f}% "
             f"regressions={regressions}")

@@ -10,7 +10,8 @@ code only talk to this description.
     problem.features      # list[FeatureSpec] the policy sees
     problem.action        # ActionSpec(name, dtype, shape, low, high)
 
-Registered: "inlining" (inlining.py), "regalloc_eviction" and "regalloc_priority"
+Registered: "inlining" and "inlining_ir2vec" (inlining.py; the variant also sends the
+callee's and caller's instruction mix, ir2vec.py), "regalloc_eviction" and "regalloc_priority"
 (regalloc.py). Each module's docstring documents its reward precisely.
 """
 from mlgo.problems.base import ActionSpec, Problem, ProblemError
@@ -19,6 +20,7 @@ from mlgo.problems import regalloc as _regalloc
 
 _REGISTRY = {
     "inlining": _inlining.make_problem,
+    "inlining_ir2vec": lambda: _inlining.make_problem(with_ir2vec=True),
     "regalloc_eviction": _regalloc.make_eviction_problem,
     "regalloc_priority": _regalloc.make_priority_problem,
 }

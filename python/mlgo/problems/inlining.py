@@ -20,6 +20,7 @@ Lower is better; reported as {"text_size": int}.
 """
 import numpy as np
 
+from mlgo.problems import ir2vec
 from mlgo.problems.base import ActionSpec, Problem, first, spec
 
 FEATURE_NAMES = [
@@ -85,16 +86,27 @@ def validate(action, obs):
   return np.int64(1 if a > 0 else 0), True
 
 
-def make_problem() -> Problem:
+EMBEDDING_FEATURES = ("callee_embedding", "caller_embedding")
+
+
+def make_problem(with_ir2vec: bool = False) -> Problem:
+  """with_ir2vec: the variant "inlining_ir2vec" (clang-22 only), whose policy also sees the
+  callee's and the caller's instruction mix (mlgo.problems.ir2vec)."""
+  features = [spec(n, np.int64) for n in FEATURE_NAMES]
+  extra_options = ()
+  if with_ir2vec:
+    features += [spec(n, np.float32, (ir2vec.DIM,)) for n in EMBEDDING_FEATURES]
+    extra_options = ir2vec.clang_options(ir2vec.vocabulary_path())
   return Problem(
-      name="inlining",
+      name="inlining_ir2vec" if with_ir2vec else "inlining",
       tool="clang",
-      features=[spec(n, np.int64) for n in FEATURE_NAMES],
+      features=features,
       action=ActionSpec("inlining_decision", np.dtype(np.int64), (1,), 0, 1),
       reward_description=".text bytes of the object file (lower is better)",
       higher_is_better=False,
       channel_option="-inliner-interactive-channel-base",
-      enable_options=("-enable-ml-inliner=release", "-inliner-interactive-include-default"),
+      enable_options=("-enable-ml-inliner=release", "-inliner-interactive-include-default",
+                      *extra_options),
       default_policy_options=(f"-ml-advisor-size-increase-threshold={NO_SIZE_CAP}",),
       hidden_features=(DEFAULT_FEATURE,),
       prepare=prepare,

@@ -160,3 +160,9 @@ class InliningAdapter(MlpCategoricalAdapter):
   def scores(self, result):
     return {result.module.name if hasattr(result.module, "name") else str(result.module):
             float(result.reward["text_size"])}
+
+
+@register_adapter
+class InliningIR2VecAdapter(InliningAdapter):
+  """Inlining whose policy also sees the callee's and caller's instruction mix."""
+  PROBLEM = "inlining_ir2vec"

@@ -346,3 +346,35 @@ def average_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
   spec["averaged_from"] = [str(d) for d in dirs]
   write_policy_dir(output, spec, weights, saved_model=saved_model)
   return load_policy(output)
+
+
+def widen_policy(policy_dir, like_dir, output, saved_model: bool = True) -> Policy:
+  """The policy of `policy_dir`, given the features (and their normalization) of the
+  wider policy `like_dir` (e.g. a clone for "inlining_ir2vec"): the first layer's
+  weights for inputs the original lacks are zero, so the result decides exactly as the
+  original does and fine-tuning starts from it instead of from an imperfect clone.
+  Needs `like_dir`'s features to start with the original's, in order."""
+  src, like = load_policy(policy_dir), load_policy(like_dir)
+  if src.spec["architecture"]["type"] != "mlp_categorical":
+    raise ValueError(f"{policy_dir}: only mlp_categorical policies can be widened")
+  if like.spec["architecture"] != src.spec["architecture"]:
+    raise ValueError(f"{like_dir}: its architecture differs from {policy_dir}'s")
+  n = len(src.features)
+  if like.features[:n] != src.features:
+    raise ValueError(f"{like_dir}: its features do not start with {policy_dir}'s")
+  norms = {d["name"]: d for d in like.spec["normalization"]}
+  for d in src.spec["normalization"]:
+    norms[d["name"]] = d          # the original's own features keep its normalization
+  enc_src = src.normalizer.encode_one(np.zeros(sum(src.sizes))).shape[0]
+  enc_like = like.normalizer.encode_one(np.zeros(sum(like.sizes))).shape[0]
+  weights = dict(src.arch.w)
+  k = weights["hidden_0/kernel"]
+  weights["hidden_0/kernel"] = np.concatenate(
+      [k, np.zeros((enc_like - enc_src, k.shape[1]), k.dtype)], axis=0)
+  spec = dict(src.spec)
+  spec["problem"] = like.problem
+  spec["features"] = like.features
+  spec["normalization"] = [norms[f["name"]] for f in like.features]
+  spec["widened_from"] = str(policy_dir)
+  write_policy_dir(output, spec, weights, saved_model=saved_model)
+  return load_policy(output)

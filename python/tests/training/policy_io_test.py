@@ -110,3 +110,40 @@ def test_average_policies(tmp_path):
   c = policy_io.write_policy_dir(tmp_path / "c", other, w2, saved_model=False)
   with pytest.raises(ValueError, match="c: its normalization differs"):
     policy_io.average_policies([a, c], tmp_path / "bad", saved_model=False)
+
+
+def test_widen_policy_decides_as_before_and_then_sees_more(tmp_path):
+  spec, w, data = _spec_and_weights(seed=4)
+  src = policy_io.write_policy_dir(tmp_path / "src", spec, w, saved_model=False)
+  # A wider policy (as a clone for inlining_ir2vec would be): the same features, then a
+  # float vector feature with its own normalization.
+  rng = np.random.default_rng(9)
+  emb = rng.gamma(2.0, 20.0, size=(3000, 5)).astype(np.float32)
+  like_spec = dict(spec, problem="inlining_ir2vec",
+                   features=spec["features"] + [{"name": "emb", "dtype": "float32",
+                                                 "shape": [5]}],
+                   normalization=spec["normalization"] + [
+                       normalization.fit_feature("emb", emb).to_json()])
+  like_spec["normalization"][0] = dict(like_spec["normalization"][0], mean=123.0)
+  wide_in = (len(NAMES) + 5) * 3
+  like = policy_io.write_policy_dir(tmp_path / "like", like_spec,
+                                    bc.init_weights(spec["architecture"], wide_in, 1),
+                                    saved_model=False)
+  wide = policy_io.widen_policy(src, like, tmp_path / "wide", saved_model=False)
+  assert wide.problem == "inlining_ir2vec" and wide.input_names[-1] == "emb"
+  assert wide.arch.w["hidden_0/kernel"].shape == (wide_in, 16)
+  # its own features keep the original normalization (not the clone's)
+  assert wide.spec["normalization"][0] == spec["normalization"][0]
+  narrow = policy_io.load_policy(src)
+  x = {n: data[n][:500, None] for n in NAMES}
+  a = narrow.decide_batch(x)
+  b = wide.decide_batch(dict(x, emb=emb[:500]))
+  assert set(a.tolist()) == {0, 1} and (a == b).all()
+  # Fine-tuning can now use the new inputs: a nonzero weight there changes decisions.
+  wide.arch.w["hidden_0/kernel"][-15:] = 5.0
+  assert (wide.decide_batch(dict(x, emb=emb[:500])) != a).any()
+  # A policy whose features are not a prefix of the wider one's is refused.
+  other = policy_io.write_policy_dir(tmp_path / "o", dict(spec, features=spec["features"][::-1]),
+                                     w, saved_model=False)
+  with pytest.raises(ValueError, match="do not start with"):
+    policy_io.widen_policy(other, like, tmp_path / "bad", saved_model=False)

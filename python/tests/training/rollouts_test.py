@@ -97,3 +97,59 @@ def test_broken_module_is_skipped_and_counted(tiny_corpus, tmp_path):
 def test_training_needs_probe_data(tmp_path):
   with pytest.raises(FileNotFoundError, match="index.json"):
     rollouts.train_on_probes(_shipped_policy(), [tmp_path / "nothing"], tmp_path / "o")
+
+
+def test_ir2vec_vocabulary_and_problem(tmp_path, tiny_corpus):
+  from mlgo.problems import ir2vec  # pylint: disable=import-outside-toplevel
+  v = ir2vec.vocabulary()
+  assert set(v) == {"Opcodes", "Types", "Arguments"}
+  assert all(len(x) == ir2vec.DIM for sec in v.values() for x in sec.values())
+  # every opcode counts once as an instruction and once in exactly one group
+  i = ir2vec.DIMENSIONS.index(ir2vec.INSTRUCTIONS)
+  assert all(x[i] == 1.0 and sum(x) == 2.0 for x in v["Opcodes"].values())
+  p1, p2 = ir2vec.vocabulary_path(tmp_path), ir2vec.vocabulary_path(tmp_path)
+  assert p1 == p2 and json.loads(p1.read_text()) == v
+  # clang-22 sends both instruction mixes; the default's object is unchanged by them
+  prob = problems.get_problem("inlining_ir2vec")
+  module = corpus_lib.load_corpus(tiny_corpus).modules[0]
+  seen = []
+
+  class Watch:
+    def act(self, obs):
+      seen.append(obs)
+      return problems.get_problem("inlining").default_action(obs)
+  r = env.compile_module(module, prob, Watch())
+  plain = env.compile_module(module, "inlining", env.DefaultPolicy("inlining"))
+  assert r.ok and plain.ok and r.reward == plain.reward and seen
+  call = ir2vec.DIMENSIONS.index("call")
+  for obs in seen:
+    for name in ("callee_embedding", "caller_embedding"):
+      e = obs[name]
+      assert e.dtype == np.float32 and e.shape == (ir2vec.DIM,) and (e >= 0).all()
+    # the caller holds at least the call being decided; a callee has instructions
+    assert obs["caller_embedding"][call] >= 1 and obs["callee_embedding"][i] >= 1
+
+
+def test_widen_probes_keeps_states_and_adds_features(tiny_corpus, tmp_path):
+  from mlgo.problems import ir2vec  # pylint: disable=import-outside-toplevel
+  policy_dir = _shipped_policy()
+  rollouts.probe_corpus(tiny_corpus, policy_dir, tmp_path / "p", split="all", max_probes=3,
+                        anchors=20, jobs=2)
+  s = rollouts.widen_probes(tmp_path / "p", tiny_corpus, "inlining_ir2vec", tmp_path / "w",
+                            anchors=20, jobs=2)
+  assert s["modules"] == 4 and s["failed"] == 0 and s["mismatch"] == 0
+  src, wide = rollouts.ProbeStore(tmp_path / "p"), rollouts.ProbeStore(tmp_path / "w")
+  assert wide.index["features"][-2:] == ["callee_embedding", "caller_embedding"]
+  a, b = next(src.shards()), next(wide.shards())
+  assert list(a["module_names"]) == list(b["module_names"])
+  np.testing.assert_array_equal(a["probe_sizes"], b["probe_sizes"])
+  n38 = a["probe_features"].shape[1]
+  assert b["probe_features"].shape[1] == n38 + 2 * ir2vec.DIM
+  np.testing.assert_array_equal(b["probe_features"][:, :n38], a["probe_features"])
+  caller_calls = b["probe_features"][:, n38 + ir2vec.DIM + ir2vec.DIMENSIONS.index("call")]
+  assert (caller_calls >= 1).all()
+  # A corpus without those modules: each is counted as failed, nothing is written.
+  other = testing.make_tiny_corpus(tmp_path / "other", PROGRAMS[:1])
+  s2 = rollouts.widen_probes(tmp_path / "p", other, "inlining_ir2vec", tmp_path / "w2",
+                             jobs=1)
+  assert s2["failed"] == 3 and s2["modules"] == 1
