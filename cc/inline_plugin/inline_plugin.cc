@@ -69,9 +69,19 @@ bool isDefaultDecision(const char *Name) {
   return std::strcmp(Name, DefaultDecisionName) == 0;
 }
 
+// Features MLInlineAdvisor adds only when clang runs with an IR2Vec vocabulary
+// (-mllvm -ml-inliner-ir2vec-vocab-file=F -mllvm -ir2vec-vocab-path=F): a model that
+// takes them (problem inlining_ir2vec) is accepted when the plugin loads, and checked
+// against what the compiler sends when the advisor is created.
+bool isIR2VecFeature(const char *Name) {
+  return std::strcmp(Name, "callee_embedding") == 0 ||
+         std::strcmp(Name, "caller_embedding") == 0;
+}
+
 // Empty when the model's inputs are exactly the compiler's features (plus inputs no
 // compiler sends that we can fill: tf-agents bookkeeping, the default decision).
-std::string compareFeatures(const std::vector<TensorSpec> &Compiler) {
+// AtLoad: the compiler's feature list before options are known (no IR2Vec features).
+std::string compareFeatures(const std::vector<TensorSpec> &Compiler, bool AtLoad = false) {
   std::string Err;
   raw_string_ostream OS(Err);
   for (const TensorSpec &S : Compiler) {
@@ -90,10 +100,14 @@ std::string compareFeatures(const std::vector<TensorSpec> &Compiler) {
   }
   for (const auto &I : mlgo_model::kInputs) {
     if (isBookkeeping(I.name) || isDefaultDecision(I.name)) continue;
+    if (AtLoad && isIR2VecFeature(I.name)) continue;
     bool Sent = false;
     for (const TensorSpec &S : Compiler) Sent |= S.name() == I.name;
     if (!Sent)
-      OS << "\n  model input '" << I.name << "' is not a feature this compiler sends";
+      OS << "\n  model input '" << I.name << "' is not a feature this compiler sends"
+         << (isIR2VecFeature(I.name) ? " (run clang with -mllvm "
+                                       "-ml-inliner-ir2vec-vocab-file=VOCAB -mllvm "
+                                       "-ir2vec-vocab-path=VOCAB)" : "");
   }
   OS.flush();
   return Err;
@@ -264,7 +278,7 @@ InlineAdvisor *makeAdvisor(Module &M, FunctionAnalysisManager &FAM, InlineParams
 
 void registerCallbacks(PassBuilder &PB) {
   // Refuse a model built for other features right away, before any compilation.
-  std::string Diff = compareFeatures(initialFeatures());
+  std::string Diff = compareFeatures(initialFeatures(), /*AtLoad=*/true);
   if (!Diff.empty()) featureMismatch(Diff, "loading the plugin");
   if (std::strcmp(mlgo_model::kOutput.name, DecisionName) != 0 &&
       std::strcmp(mlgo_model::kProblem, "inlining") != 0)
