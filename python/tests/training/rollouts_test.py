@@ -140,14 +140,24 @@ def test_widen_probes_keeps_states_and_adds_features(tiny_corpus, tmp_path):
   assert s["modules"] == 4 and s["failed"] == 0 and s["mismatch"] == 0
   src, wide = rollouts.ProbeStore(tmp_path / "p"), rollouts.ProbeStore(tmp_path / "w")
   assert wide.index["features"][-2:] == ["callee_embedding", "caller_embedding"]
-  a, b = next(src.shards()), next(wide.shards())
-  assert list(a["module_names"]) == list(b["module_names"])
-  np.testing.assert_array_equal(a["probe_sizes"], b["probe_sizes"])
-  n38 = a["probe_features"].shape[1]
-  assert b["probe_features"].shape[1] == n38 + 2 * ir2vec.DIM
-  np.testing.assert_array_equal(b["probe_features"][:, :n38], a["probe_features"])
-  caller_calls = b["probe_features"][:, n38 + ir2vec.DIM + ir2vec.DIMENSIONS.index("call")]
-  assert (caller_calls >= 1).all()
+  def per_module(store):  # workers finish in any order: compare module by module
+    out = {}
+    for sh in store.shards():
+      for i, name in enumerate(sh["module_names"]):
+        m = sh["probe_module"] == i
+        out[str(name)] = (sh["positions"][m], sh["probe_sizes"][m], sh["probe_features"][m])
+    return out
+  a, b = per_module(src), per_module(wide)
+  assert sorted(a) == sorted(b) and len(a) == 4
+  n38 = len(src.index["features"])
+  for name, (pos, sizes, feats) in a.items():
+    wpos, wsizes, wfeats = b[name]
+    np.testing.assert_array_equal(pos, wpos)
+    np.testing.assert_array_equal(sizes, wsizes)
+    assert wfeats.shape == (len(pos), n38 + 2 * ir2vec.DIM)
+    np.testing.assert_array_equal(wfeats[:, :n38], feats)
+    caller_calls = wfeats[:, n38 + ir2vec.DIM + ir2vec.DIMENSIONS.index("call")]
+    assert (caller_calls >= 1).all()
   # A corpus without those modules: each is counted as failed, nothing is written.
   other = testing.make_tiny_corpus(tmp_path / "other", PROGRAMS[:1])
   s2 = rollouts.widen_probes(tmp_path / "p", other, "inlining_ir2vec", tmp_path / "w2",
