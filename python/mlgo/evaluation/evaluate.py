@@ -152,6 +152,12 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
     ref, policy_name = "default", "default"
   else:
     ref = collect.policy_ref(str(policy), greedy=True)
+    if problem_name == "inlining" and ref[0]["problem"].startswith("inlining_"):
+      # A variant of inlining (same decisions and reward, more features, e.g.
+      # inlining_ir2vec): run it as the policy needs; the default side is the same.
+      print(f"evaluate: {policy} is an {ref[0]['problem']} policy; evaluating as "
+            f"{ref[0]['problem']}", file=sys.stderr)
+      problem_name = ref[0]["problem"]
     if ref[0]["problem"] != problem_name:
       raise ValueError(f"{policy}: policy is for problem {ref[0]['problem']!r}, "
                        f"not {problem_name!r}")

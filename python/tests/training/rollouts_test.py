@@ -163,3 +163,36 @@ def test_widen_probes_keeps_states_and_adds_features(tiny_corpus, tmp_path):
   s2 = rollouts.widen_probes(tmp_path / "p", other, "inlining_ir2vec", tmp_path / "w2",
                              jobs=1)
   assert s2["failed"] == 3 and s2["modules"] == 1
+
+
+def test_widened_policy_evaluates_like_the_original(tiny_corpus, tmp_path):
+  """The shipped policy widened to inlining_ir2vec (zero weights on the instruction mixes)
+  compiles every module to the same size through the IR2Vec channel; `evaluate
+  --problem=inlining` runs such a policy as the variant it needs."""
+  from mlgo import evaluation  # pylint: disable=import-outside-toplevel
+  from mlgo.problems import ir2vec  # pylint: disable=import-outside-toplevel
+  from mlgo.training import normalization  # pylint: disable=import-outside-toplevel
+  shipped = policy_io.load_policy(_shipped_policy())
+  rng = np.random.default_rng(0)
+  emb_norm = normalization.fit_feature("x", rng.gamma(2.0, 30.0, 5000)).to_json()
+  feats = shipped.spec["features"] + [
+      {"name": n, "dtype": "float32", "shape": [ir2vec.DIM]}
+      for n in ("callee_embedding", "caller_embedding")]
+  like_spec = dict(shipped.spec, problem="inlining_ir2vec", features=feats,
+                   normalization=shipped.spec["normalization"] + [
+                       dict(emb_norm, name="callee_embedding"),
+                       dict(emb_norm, name="caller_embedding")])
+  w = dict(shipped.arch.w)
+  k = w["hidden_0/kernel"]
+  w["hidden_0/kernel"] = np.concatenate([k, np.ones((6 * ir2vec.DIM, k.shape[1]), k.dtype)])
+  like = policy_io.write_policy_dir(tmp_path / "like", like_spec, w, saved_model=False)
+  wide = policy_io.widen_policy(_shipped_policy(), like, tmp_path / "wide", saved_model=False)
+  assert wide.problem == "inlining_ir2vec"
+  a = evaluation.evaluate("inlining", tiny_corpus, _shipped_policy(), tmp_path / "ea",
+                          split="all", use_cache=False)
+  b = evaluation.evaluate("inlining", tiny_corpus, tmp_path / "wide", tmp_path / "eb",
+                          split="all", use_cache=False)
+  assert b["problem"] == "inlining_ir2vec" and a["problem"] == "inlining"
+  assert a["modules"] == b["modules"] == 4
+  assert a["policy_score"] == b["policy_score"] and a["default"] == b["default"]
+  assert a["policy_score"] != a["default"]   # the policy does decide differently
