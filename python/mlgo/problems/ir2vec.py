@@ -74,12 +74,22 @@ def vocabulary_path(home=None) -> pathlib.Path:
   MLGO_HOME/ir2vec/ and returns its path."""
   from mlgo.util import cli  # pylint: disable=import-outside-toplevel
   text = json.dumps(vocabulary(), sort_keys=True)
-  digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+  name = f"vocab-{hashlib.sha1(text.encode()).hexdigest()[:12]}.json"
   d = pathlib.Path(home or cli.mlgo_home()) / "ir2vec"
-  path = d / f"vocab-{digest}.json"
+  try:
+    return _write_once(d / name, text)
+  except OSError:
+    if home:  # a directory the caller chose: say so instead of writing elsewhere
+      raise
+    # MLGO_HOME not writable (e.g. inside Bazel's test sandbox): the temp dir will do, the
+    # file is small and rewritten on demand.
+    return _write_once(pathlib.Path(tempfile.gettempdir()) / "mlgo-ir2vec" / name, text)
+
+
+def _write_once(path: pathlib.Path, text: str) -> pathlib.Path:
   if not path.exists():
-    d.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, dir=d)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name, dir=path.parent)
     with os.fdopen(fd, "w") as f:
       f.write(text)
     os.replace(tmp, path)  # atomic: parallel workers may write it at the same time

@@ -7,12 +7,20 @@ from mlgo.problems import inlining, regalloc
 
 
 def test_registry():
-  assert problems.problem_names() == ["inlining", "regalloc_eviction", "regalloc_priority"]
+  assert problems.problem_names() == [
+      "inlining", "inlining_ir2vec", "regalloc_eviction", "regalloc_priority"]
   with pytest.raises(KeyError, match="known: inlining"):
     problems.get_problem("vectorize")
   inl = problems.get_problem("inlining")
   assert inl.tool == "clang" and len(inl.features) == 38
   assert "inlining_default" not in inl.feature_names
+  # The IR2Vec variant is the same problem plus the two instruction-mix embeddings.
+  wide = problems.get_problem("inlining_ir2vec")
+  assert wide.feature_names[:38] == inl.feature_names
+  assert wide.feature_names[38:] == ["callee_embedding", "caller_embedding"]
+  assert [f.shape for f in wide.features[38:]] == [(18,), (18,)]
+  assert wide.action == inl.action and wide.reward_description == inl.reward_description
+  assert set(inl.enable_options) < set(wide.enable_options)
   ev = problems.get_problem("regalloc_eviction")
   assert ev.tool == "llc" and len(ev.features) == 21
   assert ev.features[0].shape == (1, 33)

@@ -4,6 +4,7 @@ on the probes moves the policy to the better action."""
 import json
 import pathlib
 import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -109,6 +110,18 @@ def test_ir2vec_vocabulary_and_problem(tmp_path, tiny_corpus):
   assert all(x[i] == 1.0 and sum(x) == 2.0 for x in v["Opcodes"].values())
   p1, p2 = ir2vec.vocabulary_path(tmp_path), ir2vec.vocabulary_path(tmp_path)
   assert p1 == p2 and json.loads(p1.read_text()) == v
+  # An MLGO_HOME that cannot be written (Bazel's sandbox) falls back to the temp dir; a
+  # directory the caller named is not silently replaced.
+  (tmp_path / "file").write_text("")
+  with pytest.MonkeyPatch.context() as mp:
+    mp.setenv("MLGO_HOME", str(tmp_path / "file" / "home"))
+    (tmp_path / "tmp").mkdir()
+    mp.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    p3 = ir2vec.vocabulary_path()
+    assert p3.parent == tmp_path / "tmp" / "mlgo-ir2vec" and p3.name == p1.name
+    assert json.loads(p3.read_text()) == v
+  with pytest.raises(OSError):
+    ir2vec.vocabulary_path(tmp_path / "file")
   # clang-22 sends both instruction mixes; the default's object is unchanged by them
   prob = problems.get_problem("inlining_ir2vec")
   module = corpus_lib.load_corpus(tiny_corpus).modules[0]
