@@ -3,6 +3,8 @@ OUT/inline_advisor.so or OUT/advisor_server). See mlgo.export.export.
 
   bazel run //tools:export_policy -- --policy=models/inlining_oz --output=/tmp/out
   clang-22 -Oz -fpass-plugin=/tmp/out/inline_advisor.so -c x.c
+An inlining_ir2vec policy also writes OUT/ir2vec_vocab.json; clang-22 then needs
+  -mllvm -ml-inliner-ir2vec-vocab-file=OUT/ir2vec_vocab.json -mllvm -ir2vec-vocab-path=OUT/ir2vec_vocab.json
 """
 import argparse
 import sys
@@ -38,6 +40,10 @@ def main(argv=None):
   for k, v in sorted(res.checks.items()):
     if k != "tflite_input_tensors":
       print(f"  check {k}: {v}")
+  if "plugin_llvm22" in res.files:
+    flags = res.checks.get("clang_flags", "")  # inlining_ir2vec: the vocabulary options
+    print(f"use: clang-22 -Oz -fpass-plugin={res.files['plugin_llvm22']} {flags} -c x.c"
+          .replace("  ", " "))
   return 0
 
 

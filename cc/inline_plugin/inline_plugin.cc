@@ -19,6 +19,9 @@
 #include "mlgo_model.h"
 
 #include "llvm/Analysis/InlineAdvisor.h"
+#if LLVM_VERSION_MAJOR >= 22
+#include "llvm/Analysis/IR2Vec.h"
+#endif
 #include "llvm/Analysis/InlineModelFeatureMaps.h"
 #include "llvm/Analysis/MLInlineAdvisor.h"
 #include "llvm/Analysis/MLModelRunner.h"
@@ -28,6 +31,7 @@
 #include "llvm/IR/InstrTypes.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
@@ -76,6 +80,28 @@ bool isDefaultDecision(const char *Name) {
 bool isIR2VecFeature(const char *Name) {
   return std::strcmp(Name, "callee_embedding") == 0 ||
          std::strcmp(Name, "caller_embedding") == 0;
+}
+
+bool modelTakesIR2Vec() {
+  for (const auto &I : mlgo_model::kInputs)
+    if (isIR2VecFeature(I.name)) return true;
+  return false;
+}
+
+// MLInlineAdvisor adds the embedding features only if the IR2Vec vocabulary analysis is
+// already cached; clang's own advisor setup computes it when the vocabulary option is
+// given, a plugin advisor must do the same. Without the option nothing is computed and
+// compareFeatures names the flags.
+void loadIR2VecVocabularyIfGiven(Module &M, ModuleAnalysisManager &MAM) {
+#if LLVM_VERSION_MAJOR >= 22
+  auto &Opts = cl::getRegisteredOptions();
+  auto It = Opts.find("ml-inliner-ir2vec-vocab-file");
+  if (It != Opts.end() && It->second->getNumOccurrences() > 0)
+    (void)MAM.getResult<IR2VecVocabAnalysis>(M);
+#else
+  (void)M;
+  (void)MAM;
+#endif
 }
 
 // Empty when the model's inputs are exactly the compiler's features (plus inputs no
@@ -196,12 +222,19 @@ private:
     OS.write_escaped(SiteCallee) << "\", \"features\": {";
     for (size_t I = 0; I < Features.size(); ++I) {
       OS << (I ? ", " : "") << "\"" << Features[I].name() << "\": ";
-      if (Features[I].isElementType<int64_t>())
-        OS << *getTensor<int64_t>(I);
-      else if (Features[I].isElementType<float>())
-        OS << format("%.9g", *getTensor<float>(I));
-      else
-        OS << "null";
+      // A scalar as a number, a vector (IR2Vec embeddings) as a list.
+      const size_t N = Features[I].getElementCount();
+      if (N > 1) OS << "[";
+      for (size_t J = 0; J < N; ++J) {
+        if (J) OS << ", ";
+        if (Features[I].isElementType<int64_t>())
+          OS << getTensor<int64_t>(I)[J];
+        else if (Features[I].isElementType<float>())
+          OS << format("%.9g", getTensor<float>(I)[J]);
+        else
+          OS << "null";
+      }
+      if (N > 1) OS << "]";
     }
     OS << "}, \"decision\": " << Result << "}\n";
     OS.flush();
@@ -257,6 +290,7 @@ InlineAdvisor *makeAdvisor(Module &M, FunctionAnalysisManager &FAM, InlineParams
                            InlineContext IC) {
   if (!CurrentMAM)
     report_fatal_error("mlgo inline advisor plugin: no module analysis manager registered");
+  if (modelTakesIR2Vec()) loadIR2VecVocabularyIfGiven(M, *CurrentMAM);
   auto Default = std::make_shared<DefaultInlineAdvisor>(M, FAM, Params, IC);
   auto GetDefaultAdvice = [D = Default.get()](CallBase &CB) {
     auto Advice = D->getAdvice(CB);

@@ -8,6 +8,8 @@ OUT/
   aot/policy.h, policy.o, policy_metadata.o, mlgo_model.h   XLA AOT artifacts
   inline_advisor.so      (inlining) pass plugin for stock clang-22 / opt-22
   inline_advisor_llvm19.so   (inlining, if LLVM 19 dev files are installed)
+  ir2vec_vocab.json      (inlining_ir2vec) the vocabulary clang-22 must be given:
+                         -mllvm -ml-inliner-ir2vec-vocab-file=F -mllvm -ir2vec-vocab-path=F
   advisor_server         (regalloc_eviction / regalloc_priority) channel server
   llvm_embed/InlinerSizeModel.{h,o} or RegAllocEvictModel.{h,o}: the model under LLVM's
                          class name, for a clang built with it (see llvm_patches/)
@@ -130,7 +132,7 @@ class _quiet_stderr:
     return "\n".join(getattr(self, "_text", "").strip().splitlines()[-n:])
 
 
-def _smoke_test_plugin(so: pathlib.Path, llvm_version: int) -> str:
+def _smoke_test_plugin(so: pathlib.Path, llvm_version: int, extra=()) -> str:
   """Compiles a two-function C file with the plugin; '' if fine, else the error."""
   clang = f"/usr/lib/llvm-{llvm_version}/bin/clang"
   if not os.path.exists(clang):
@@ -139,7 +141,7 @@ def _smoke_test_plugin(so: pathlib.Path, llvm_version: int) -> str:
     src = pathlib.Path(d) / "t.c"
     src.write_text("static int sq(int x) { return x * x; }\n"
                    "int f(int a) { return sq(a) + sq(a + 1); }\n")
-    res = subprocess.run([clang, "-Oz", f"-fpass-plugin={so}", "-c", str(src), "-o",
+    res = subprocess.run([clang, "-Oz", f"-fpass-plugin={so}", *extra, "-c", str(src), "-o",
                           str(pathlib.Path(d) / "t.o")], capture_output=True, text=True)
     return "" if res.returncode == 0 else res.stderr.strip()
 
@@ -200,10 +202,22 @@ def export_policy(policy_dir, output_dir, *, tflite: bool = True, build_native: 
     files["llvm_embed_object"] = e["object"]
 
   if build_native:
-    if spec.problem == "inlining":
+    if spec.problem.startswith("inlining"):
+      extra = ()
+      if spec.problem == "inlining_ir2vec":
+        # The vocabulary travels with the plugin: clang computes the embeddings from it.
+        from mlgo.problems import ir2vec  # pylint: disable=import-outside-toplevel
+        vocab = out / "ir2vec_vocab.json"
+        shutil.copy2(ir2vec.vocabulary_path(), vocab)
+        files["ir2vec_vocab"] = vocab
+        extra = tuple(x for o in ir2vec.clang_options(vocab.resolve()) for x in ("-mllvm", o))
+        checks["clang_flags"] = " ".join(extra)
       for v in llvm_versions:
         if not os.path.exists(f"/usr/lib/llvm-{v}/bin/llvm-config"):
           checks[f"plugin_llvm{v}"] = "skipped: llvm-%d-dev not installed" % v
+          continue
+        if extra and v < 22:
+          checks[f"plugin_llvm{v}"] = f"skipped: LLVM {v} sends no IR2Vec embeddings"
           continue
         name = "inline_advisor.so" if v == llvm_versions[0] else f"inline_advisor_llvm{v}.so"
         _log(f"building {name} (LLVM {v})", quiet)
@@ -213,7 +227,7 @@ def export_policy(policy_dir, output_dir, *, tflite: bool = True, build_native: 
         tf_libs = [lib for lib in libs if "tensorflow" in lib or "xla" in lib]
         if tf_libs:
           raise ExportError(f"{so} links TensorFlow libraries {tf_libs}; it must not")
-        err = _smoke_test_plugin(so, v)
+        err = _smoke_test_plugin(so, v, extra)
         if err and "not installed" not in err:
           raise ExportError(f"{so} does not load into clang-{v}:\n{err}")
         checks[f"plugin_llvm{v}"] = err or "loads into clang, no TensorFlow in ldd"

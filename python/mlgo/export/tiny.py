@@ -39,6 +39,7 @@ BUILTIN_FEATURES = {
                           {"name": "weight", "dtype": "float32", "shape": [1]}],
 }
 _OUTPUT = {"inlining": ("inlining_decision", "int64", 2),
+           "inlining_ir2vec": ("inlining_decision", "int64", 2),
            "regalloc_eviction": ("index_to_evict", "int64", 33),
            "regalloc_priority": ("priority", "float32", 1)}
 
@@ -73,6 +74,9 @@ def make_tiny_policy(problem: str, out_dir, seed: int = 0, hidden: int = 16,
     if f["dtype"].startswith("int"):
       # Mostly small magnitudes around 0, like most compiler counts and costs.
       vals = np.round(rng.standard_normal(2000) * rng.choice([1.0, 10.0, 100.0], 2000))
+    elif f["name"].endswith("_embedding"):
+      # Embedding-like vectors (IR2Vec instruction mixes): counts from tens to thousands.
+      vals = rng.gamma(1.0, 100.0, 2000)
     else:
       vals = rng.random(2000)
     norms.append(normalization.fit_feature(f["name"], vals, max_boundaries=16).to_json())

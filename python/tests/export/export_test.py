@@ -73,6 +73,38 @@ def test_export_inlining_policy(tmp_path):
             == (tmp_path / f"{src.stem}.bzl.o").read_bytes())
 
 
+def test_export_ir2vec_inlining_policy(tmp_path):
+  """An inlining_ir2vec policy exports to a clang-22 plugin plus the vocabulary; the flags
+  export.json names make clang send the embeddings, and the plugin decides like Python."""
+  from mlgo.problems import ir2vec  # pylint: disable=import-outside-toplevel
+  pol = _copy_policy("tiny_inlining_ir2vec", tmp_path / "policy")
+  out = tmp_path / "out"
+  res = export.export_policy(pol, out, llvm_versions=(22, 19), tflite=False,
+                             llvm_embed=False, quiet=True)
+  assert res.problem == "inlining_ir2vec"
+  assert json.loads((out / "ir2vec_vocab.json").read_text()) == ir2vec.vocabulary()
+  manifest = json.loads((out / "export.json").read_text())
+  assert len(manifest["features"]) == 40
+  assert manifest["checks"]["plugin_llvm19"].startswith("skipped: LLVM 19 sends no IR2Vec")
+  assert not (out / "inline_advisor_llvm19.so").exists()
+  flags = manifest["checks"]["clang_flags"].split()
+  assert f"-ml-inliner-ir2vec-vocab-file={(out / 'ir2vec_vocab.json').resolve()}" in flags
+  policy = load_policy(pol)
+  log = tmp_path / "log.jsonl"
+  env = dict(os.environ, MLGO_INLINE_LOG=str(log))
+  for src in PROGRAMS:
+    r = subprocess.run([toolchain(22).clang, "-Oz", f"-fpass-plugin={out / 'inline_advisor.so'}",
+                        *flags, "-c", str(src), "-o", str(tmp_path / "x.o")], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+  rows = [json.loads(x) for x in log.read_text().splitlines()]
+  assert rows and all(len(row["features"]["callee_embedding"]) == ir2vec.DIM for row in rows)
+  for row in rows:
+    obs = {k: np.array(v, np.float32) if isinstance(v, list) else np.array([v], np.int64)
+           for k, v in row["features"].items()}
+    assert int(policy.act(obs)) == row["decision"]
+
+
 def test_export_priority_policy_builds_working_server(tmp_path):
   pol = _copy_policy("tiny_priority", tmp_path / "policy")
   out = tmp_path / "out"

@@ -20,6 +20,7 @@ from mlgo.training.policy_io import load_policy
 from mlgo.util.toolchain import toolchain
 
 PLUGIN = pathlib.Path("cc/inline_plugin/plugin_tiny.so")
+PLUGIN_IR2VEC = pathlib.Path("cc/inline_plugin/plugin_tiny_ir2vec.so")
 PLUGIN19 = pathlib.Path("cc/inline_plugin/plugin_tiny_llvm19.so")
 PLUGIN_MISMATCH = pathlib.Path("cc/inline_plugin/plugin_tiny_mismatch.so")
 SERVERS = pathlib.Path("cc/advisor_server")
@@ -43,8 +44,16 @@ def _read_decisions(log):
 
 
 def _python_decision(policy, features: dict) -> int:
-  obs = {k: np.array([v], np.int64) for k, v in features.items()}
+  # Scalars are int64 counts; lists are the float32 IR2Vec embeddings.
+  obs = {k: np.array(v, np.float32) if isinstance(v, list) else np.array([v], np.int64)
+         for k, v in features.items()}
   return int(policy.act(obs))
+
+
+def _ir2vec_flags(tmp_path):
+  from mlgo.problems import ir2vec  # pylint: disable=import-outside-toplevel
+  opts = ir2vec.clang_options(ir2vec.vocabulary_path(tmp_path))
+  return [x for o in opts for x in ("-mllvm", o)]
 
 
 def test_programs_present():
@@ -67,6 +76,37 @@ def test_plugin_decisions_match_python_policy(tmp_path):
   mismatches = [(r["caller"], r["callee"], r["decision"])
                 for r in rows if _python_decision(policy, r["features"]) != r["decision"]]
   assert mismatches == []
+
+
+def test_ir2vec_plugin_decisions_match_python_policy(tmp_path):
+  """A policy that also takes clang-22's IR2Vec embeddings (problem inlining_ir2vec) runs
+  in stock clang given the vocabulary, and decides as the Python policy does."""
+  policy = load_policy(POLICIES / "tiny_inlining_ir2vec")
+  flags = _ir2vec_flags(tmp_path)
+  rows = []
+  for src in PROGRAMS:
+    log = tmp_path / (src.stem + ".jsonl")
+    res = _clang(22, src, tmp_path / (src.stem + ".o"), PLUGIN_IR2VEC, log, extra=flags)
+    assert res.returncode == 0, res.stderr
+    rows += _read_decisions(log)
+  assert len(rows) >= 30
+  assert set(rows[0]["features"]) == set(policy.input_names)
+  assert all(len(r["features"][k]) == 18 for r in rows
+             for k in ("callee_embedding", "caller_embedding"))
+  # Real instruction counts, not zeros: every caller has instructions.
+  assert all(sum(r["features"]["caller_embedding"]) > 0 for r in rows)
+  decisions = [r["decision"] for r in rows]
+  assert 0 < sum(decisions) < len(decisions)
+  mismatches = [(r["caller"], r["callee"], r["decision"])
+                for r in rows if _python_decision(policy, r["features"]) != r["decision"]]
+  assert mismatches == []
+
+
+def test_ir2vec_plugin_without_vocabulary_names_the_flags(tmp_path):
+  res = _clang(22, PROGRAMS[0], tmp_path / "x.o", PLUGIN_IR2VEC)
+  assert res.returncode != 0
+  assert "callee_embedding" in res.stderr
+  assert "-ml-inliner-ir2vec-vocab-file=" in res.stderr and "Stack dump" not in res.stderr
 
 
 def test_plugin_decisions_match_tf_saved_model(tmp_path):
