@@ -17,8 +17,8 @@ from mlgo.util import cli
 PROGRAMS = sorted((pathlib.Path(__file__).parent / "programs").glob("*.c*"))
 
 
-def _shipped_policy():
-  rel = "models/inlining_oz/policy.json"
+def _shipped_policy(name="inlining_oz"):
+  rel = f"models/{name}/policy.json"
   cands = cli.runfile_candidates(rel)
   if cli.repo_root() is not None:
     cands.append(cli.repo_root() / rel)
@@ -209,3 +209,18 @@ def test_widened_policy_evaluates_like_the_original(tiny_corpus, tmp_path):
   assert a["modules"] == b["modules"] == 4
   assert a["policy_score"] == b["policy_score"] and a["default"] == b["default"]
   assert a["policy_score"] != a["default"]   # the policy does decide differently
+
+
+def test_shipped_ir2vec_policy_runs_as_its_variant(tiny_corpus, tmp_path):
+  """models/inlining_oz_ir2vec loads as an inlining_ir2vec policy whose embedding inputs
+  carry weight, and `evaluate --problem=inlining` compiles with it through clang-22's
+  IR2Vec channel."""
+  from mlgo import evaluation  # pylint: disable=import-outside-toplevel
+  pol = policy_io.load_policy(_shipped_policy("inlining_oz_ir2vec"))
+  assert pol.problem == "inlining_ir2vec" and len(pol.input_names) == 40
+  k = pol.arch.w["hidden_0/kernel"]
+  assert k.shape[0] == 3 * (38 + 2 * 18) and np.abs(k[3 * 38:]).max() > 0.01
+  r = evaluation.evaluate("inlining", tiny_corpus, _shipped_policy("inlining_oz_ir2vec"),
+                          tmp_path / "ev", split="all", use_cache=False)
+  assert r["problem"] == "inlining_ir2vec" and r["modules"] == 4 and r["failed"] == 0
+  assert 0 < r["policy_score"] < 2 * r["default"]
