@@ -210,7 +210,7 @@ def export_policy(policy_dir, output_dir, *, tflite: bool = True, build_native: 
         vocab = out / "ir2vec_vocab.json"
         shutil.copy2(ir2vec.vocabulary_path(), vocab)
         files["ir2vec_vocab"] = vocab
-        extra = tuple(x for o in ir2vec.clang_options(vocab.resolve()) for x in ("-mllvm", o))
+        extra = tuple(ir2vec.clang_args(vocab.resolve()))
         checks["clang_flags"] = " ".join(extra)
       for v in llvm_versions:
         if not os.path.exists(f"/usr/lib/llvm-{v}/bin/llvm-config"):

@@ -99,3 +99,8 @@ def _write_once(path: pathlib.Path, text: str) -> pathlib.Path:
 def clang_options(path) -> tuple:
   """The -mllvm options (unwrapped) that make clang-22 send the embeddings."""
   return (f"-ml-inliner-ir2vec-vocab-file={path}", f"-ir2vec-vocab-path={path}")
+
+
+def clang_args(path) -> list:
+  """The same options as clang driver arguments (each behind -mllvm)."""
+  return [x for o in clang_options(path) for x in ("-mllvm", o)]

@@ -52,8 +52,7 @@ def _python_decision(policy, features: dict) -> int:
 
 def _ir2vec_flags(tmp_path):
   from mlgo.problems import ir2vec  # pylint: disable=import-outside-toplevel
-  opts = ir2vec.clang_options(ir2vec.vocabulary_path(tmp_path))
-  return [x for o in opts for x in ("-mllvm", o)]
+  return ir2vec.clang_args(ir2vec.vocabulary_path(tmp_path))
 
 
 def test_programs_present():
