@@ -325,6 +325,10 @@ def publish_iteration_policy(output, iteration: int, spec: dict, weights: dict, 
   return d
 
 
+# Spec keys that record how one policy dir was made, not what the policy is.
+MEMBER_PROVENANCE = ("averaged_from", "fine_tuned_from", "probe_dirs", "widened_from")
+
+
 def average_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
   """Weight average of policies that share a spec (architecture, features and
   normalization), e.g. the last N iterations of one PPO run: averaging along the
@@ -342,7 +346,10 @@ def average_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
                          f"run (same spec) can be averaged")
   weights = {k: np.mean([p.arch.w[k] for p in pols], axis=0).astype(ref.arch.w[k].dtype)
              for k in ref.arch.w}
-  spec = dict(ref.spec)
+  # How each member was made (fine-tuning source, probe dirs, an earlier average) is
+  # each member's own history: copied from the first member it would misdescribe the
+  # average, whose history is its members.
+  spec = {k: v for k, v in ref.spec.items() if k not in MEMBER_PROVENANCE}
   spec["averaged_from"] = [str(d) for d in dirs]
   write_policy_dir(output, spec, weights, saved_model=saved_model)
   return load_policy(output)

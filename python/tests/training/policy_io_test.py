@@ -96,9 +96,12 @@ def test_architecture_lookup_imports_registrations_and_rejects_unknown():
 def test_average_policies(tmp_path):
   spec, w1, data = _spec_and_weights(seed=0)
   _, w2, _ = _spec_and_weights(seed=5)
-  a = policy_io.write_policy_dir(tmp_path / "a", spec, w1, saved_model=False)
+  # The first member's own history (it was fine-tuned) must not pass for the average's.
+  a = policy_io.write_policy_dir(tmp_path / "a", dict(spec, fine_tuned_from="x",
+                                                      probe_dirs=["p"]), w1, saved_model=False)
   b = policy_io.write_policy_dir(tmp_path / "b", spec, w2, saved_model=False)
   avg = policy_io.average_policies([a, b], tmp_path / "avg", saved_model=False)
+  assert "fine_tuned_from" not in avg.spec and "probe_dirs" not in avg.spec
   for k in w1:
     np.testing.assert_allclose(avg.arch.w[k], (w1[k] + w2[k]) / 2, rtol=1e-6)
   assert avg.spec["averaged_from"] == [str(a), str(b)]
