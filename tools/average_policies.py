@@ -27,7 +27,7 @@ def main(argv=None) -> int:
   missing = [str(d) for d in dirs if not (d / "policy.json").exists()]
   if missing:
     raise SystemExit(f"not policy dirs: {', '.join(missing[:5])}")
-  from mlgo.training import policy_io  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   try:
     policy_io.average_policies(dirs, user_path(a.output))
   except ValueError as e:

@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     for p in args.problems.split(","):
       pol = None
       if p in trained:
-        from mlgo.training import policy_io  # pylint: disable=import-outside-toplevel
+        from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
         pol = policy_io.load_policy(str(trained[p]))
       r = bench.bench_problem(p, mods, llvm_version=args.llvm_version, repeats=args.repeats,
                               workdir=tmp, trained_policy=pol,

@@ -25,7 +25,7 @@ def make_policy(spec: str, problem, seed: int):
     return env.RandomPolicy(seed, problem.name)
   if spec == "mlp":
     return env.MLPPolicy(problem.name, seed=seed)
-  from mlgo.training import policy_io  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   return policy_io.load_policy(str(cli.user_path(spec)))
 
 

@@ -16,16 +16,14 @@ def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--problem", default="inlining")
-  ap.add_argument("--corpus", help="corpus dir (default: the default corpus)")
+  ap.add_argument("--corpus", help="corpus dir (default: the default corpus; at -O2 for "
+                  "the regalloc problems, prepared once for llc)")
   ap.add_argument("--policy", required=True, help="policy dir, or 'default'")
   ap.add_argument("--split", default="heldout", choices=["heldout", "train", "all"])
   ap.add_argument("--output", default="evaluation", help="output dir")
   ap.add_argument("--jobs", type=int, default=2)
   ap.add_argument("--timeout", type=float, default=300.0)
   a = ap.parse_args(argv)
-  if a.problem.startswith("regalloc"):  # hook: llc-only prepared corpus, per-function costs
-    from mlgo.regalloc import cli as regalloc_cli  # pylint: disable=import-outside-toplevel
-    return regalloc_cli.evaluate_main(argv)
   from mlgo import evaluation  # pylint: disable=import-outside-toplevel
   policy = a.policy
   if policy != "default":
@@ -34,7 +32,7 @@ def main(argv=None):
       p = repo_root() / policy
     policy = p
   from mlgo import corpus  # pylint: disable=import-outside-toplevel
-  corpus_dir = corpus.corpus_arg(a.corpus)
+  corpus_dir = corpus.corpus_arg(a.corpus, a.problem)
   evaluation.evaluate(a.problem, corpus_dir, policy, user_path(a.output), split=a.split,
                       jobs=a.jobs, timeout=a.timeout)
   return 0

@@ -5,7 +5,7 @@
 Builds lua, bzip2 and lz4 from Debian source packages twice, runs each under
 cachegrind (cache + branch simulation), checks the outputs are identical, and prints
 instructions, D1/LL misses, mispredictions and estimated cycles (formula in
-mlgo/regalloc/runtime_check.py), default vs policy.
+mlgo/evaluation/runtime_check.py), default vs policy.
 """
 import argparse
 import json
@@ -24,7 +24,7 @@ def main(argv=None):
   ap.add_argument("--programs", default="", help="comma-separated subset of lua,bzip2,lz4")
   ap.add_argument("--jobs", type=int, default=2)
   a = ap.parse_args(argv)
-  from mlgo.regalloc import networks, runtime_check  # pylint: disable=import-outside-toplevel,unused-import
+  from mlgo.evaluation import runtime_check  # pylint: disable=import-outside-toplevel
   p = user_path(a.policy)
   if not p.exists() and repo_root() is not None and (repo_root() / a.policy).exists():
     p = repo_root() / a.policy

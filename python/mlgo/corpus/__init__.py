@@ -19,12 +19,15 @@ def default_corpus(llvm_version: int | None = None, opt: str = "Oz", **kwargs):
   return build.default_corpus(llvm_version, opt=opt, **kwargs)
 
 
-def corpus_arg(value):
+def corpus_arg(value, problem: str = "inlining"):
   """A tool's --corpus value: that directory (relative to where the user ran the tool),
-  or the default corpus when it is not given."""
+  or the default corpus when it is not given (at -O2 for the llc problems, which
+  allocate registers for -O2 code)."""
   if value:
     from mlgo.util.cli import user_path  # pylint: disable=import-outside-toplevel
     return user_path(value)
+  if str(problem).startswith("regalloc"):
+    return default_corpus(22, opt="O2")
   return default_corpus()
 
 

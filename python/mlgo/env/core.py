@@ -28,9 +28,9 @@ import numpy as np
 
 from mlgo import log as log_lib
 from mlgo.env import modules as modules_lib
-from mlgo.env.policies import DefaultPolicy
+from mlgo.env import tracer as tracer_lib
+from mlgo.env.policies import CompilerDefault, DefaultPolicy
 from mlgo.problems import get_problem
-from mlgo.problems import regalloc as regalloc_problem
 from mlgo.util import toolchain as toolchain_lib
 
 DEFAULT_TIMEOUT = 300.0
@@ -221,18 +221,29 @@ def _open_channel(base: str, proc: _Process, deadline: float):
       os.close(pidfd)
 
 
-def _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags, default_policy):
-  """(argv, output object path, remarks path|None)."""
+def _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags, default_policy,
+               trace_log=None, llvm_version=toolchain_lib.DEFAULT_LLVM_VERSION):
+  """(argv, output object path, remarks path|None). base=None: no channel (the
+  compiler's own default). trace_log: load the problem's tracer, logging there."""
   obj = os.path.join(tmp, "out.o")
-  flags = problem.channel_flags(base, default_policy) + list(extra_flags)
+  flags = problem.channel_flags(base, default_policy) if base else []
+  if trace_log:
+    if problem.tool != "llc" or problem.tracer is None:
+      raise _Failure(f"{problem.name} has no tracer")
+    flags = [f"-load={tracer_lib.plugin_path(llvm_version)}"] + flags + [
+        f"{problem.tracer.log_option}={trace_log}"]
+  flags += list(extra_flags)
+  remarks = None
+  if problem.remarks_filter:
+    remarks = os.path.join(tmp, "remarks.yaml")
+    flags += [f"-pass-remarks-output={remarks}",
+              f"-pass-remarks-filter={problem.remarks_filter}"]
   if problem.tool == "clang":
     if not hasattr(module, "compile_argv"):
       raise _Failure(f"{problem.name} needs a module with clang cc1 flags "
                      f"(a corpus module or a .bc with its .cmd)")
-    return module.compile_argv(tool_path or tc.clang, obj, flags), obj, None
+    return module.compile_argv(tool_path or tc.clang, obj, flags), obj, remarks
   llc_mod = modules_lib.llc_input(module, tmp, tc.clang)
-  remarks = os.path.join(tmp, "remarks.yaml")
-  flags += [f"-pass-remarks-output={remarks}", *regalloc_problem.REMARKS_FLAGS]
   return llc_mod.llc_argv(tool_path or tc.llc, obj, flags), obj, remarks
 
 
@@ -388,6 +399,33 @@ def _run_loop(reader, wfd_holder, base, proc, deadline, problem, policy, llvm_ve
   return trajs, decisions, corrections, order
 
 
+class _TracerAnswer:
+  """The answer sent while the tracer keeps the default in charge."""
+
+  def __init__(self, fn):
+    self.act = fn
+
+
+def _attach_trace(problem, trace_log, trajs):
+  """Sets each trajectory's default_actions from the tracer's log (same decisions in
+  the same order per function); checks the tracer read our answers as we sent them."""
+  tr = problem.tracer
+  logs = {c.name: c for c in log_lib.read_log(trace_log)} if trajs else {}
+  for t in trajs:
+    c = logs.get(t.context)
+    n = 0 if c is None else len(c)
+    if n != len(t.actions):
+      raise ValueError(f"the tracer logged {n} decisions of {t.context}, the channel had "
+                       f"{len(t.actions)}")
+    if tr.policy_feature:
+      theirs = np.asarray(c.features[tr.policy_feature]).reshape(-1)
+      if not np.array_equal(theirs.astype(np.int64), np.asarray(t.actions, np.int64)):
+        raise ValueError(f"the tracer's column mapping disagrees with the channel in "
+                         f"{t.context}: the tracer does not match this LLVM")
+    t.default_actions = np.asarray(c.features[tr.default_feature]).reshape(-1).astype(
+        problem.action.dtype)
+
+
 _SHM = "/dev/shm"
 _use_shm = None
 
@@ -415,9 +453,14 @@ def _private_dir() -> str:
 
 def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib.DEFAULT_LLVM_VERSION,
                    timeout: float = DEFAULT_TIMEOUT, record_path=None, tool_path=None,
-                   extra_flags=(), output_path=None, profile=None) -> CompileResult:
+                   extra_flags=(), output_path=None, profile=None,
+                   trace: bool = False) -> CompileResult:
   """Compiles `module` with `policy` answering every decision of `problem`.
 
+  policy=CompilerDefault(): no channel at all, the compiler's own heuristic (the
+  reference compile; no trajectories). trace=True (problems with a `tracer`): the
+  tracer plugin keeps the default in charge and every trajectory gets the default's
+  decisions in `default_actions`; `policy` is ignored (the tracer's answer is sent).
   tool_path overrides the compiler binary (fault tests use stand-ins); extra_flags go
   to the compiler (-mllvm-wrapped already for clang if needed); output_path keeps a
   copy of the object file; profile (a dict) accumulates seconds spent in "read",
@@ -437,18 +480,30 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
 
   try:
     tmp = _private_dir()  # mode 0700
-    base = os.path.join(tmp, "channel")
-    os.mkfifo(base + ".out", 0o600)
-    os.mkfifo(base + ".in", 0o600)
+    channel = not isinstance(policy, CompilerDefault)
+    base = os.path.join(tmp, "channel") if channel else None
+    trace_log = os.path.join(tmp, "trace.log") if trace else None
+    if trace:
+      if problem.tracer is None:
+        raise _Failure(f"{problem.name} has no tracer (its channel sends the default)")
+      policy = _TracerAnswer(problem.tracer.answer)
+    if channel:
+      os.mkfifo(base + ".out", 0o600)
+      os.mkfifo(base + ".in", 0o600)
     tc = toolchain_lib.toolchain(llvm_version)
     argv, obj, remarks = _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags,
-                                    isinstance(policy, DefaultPolicy))
+                                    isinstance(policy, DefaultPolicy), trace_log,
+                                    llvm_version)
     proc = _Process(argv, os.path.join(tmp, "stderr.txt"), deadline)
-    rfd, wfd_holder[0], early_rc = _open_channel(base, proc, deadline)
+    early_rc = None
+    if channel:
+      rfd, wfd_holder[0], early_rc = _open_channel(base, proc, deadline)
     order = []
     if early_rc is not None and proc.timed_out:  # the watchdog was first
       return fail(f"timeout after {timeout:g}s (the compiler never opened the channel)")
-    if early_rc is not None:
+    if not channel:
+      pass  # the reference compile: nothing to answer, just wait for it below
+    elif early_rc is not None:
       if early_rc != 0:
         return fail(proc.exit_reason(early_rc, before_channel=True))
       # Exited cleanly without asking anything (e.g. a module without call sites).
@@ -491,18 +546,15 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
       return fail(proc.exit_reason(rc))
     if not os.path.exists(obj):
       return fail("compiler exited with status 0 but wrote no object file")
-    if problem.tool == "clang":
+    try:
+      reward = problem.reward_fn({"object": obj, "remarks": remarks, "contexts": order})
+    except ValueError as e:
+      return fail(f"unreadable compiler output: {e}")
+    if trace:
       try:
-        reward = {"text_size": toolchain_lib.text_size(obj)}
-      except ValueError as e:
-        return fail(f"unreadable object file: {e}")
-    else:
-      try:
-        with open(remarks, "r", encoding="utf-8", errors="replace") as f:
-          text = f.read()
-      except OSError:
-        text = ""
-      reward = regalloc_problem.reward_from_remarks(text, [c for c in order if c])
+        _attach_trace(problem, trace_log, trajs)
+      except (ValueError, log_lib.LogFormatError) as e:
+        return fail(f"trace: {e}")
     if output_path:
       shutil.copyfile(obj, output_path)
     return CompileResult(module, True, None, trajs, reward, decisions,

@@ -79,24 +79,32 @@ def optimized_module_from_source(src: str, workdir: str, *,
   bc = os.path.join(workdir, f"{stem}.{llvm_version}.{opt}.opt.bc")
   subprocess.run([tc.clang, f"-{opt}", "-emit-llvm", "-c", src, "-o", bc], check=True,
                  capture_output=True)
-  return LlcModule(name=stem, bc_path=bc, llc_flags=llc_flags_from_cc1([f"-{opt}"]))
+  return LlcModule(name=stem, bc_path=bc, llc_flags=llc_flags_from_cc1([], opt))
 
 
-def llc_flags_from_cc1(cc1_flags: Sequence[str]) -> list:
-  """llc flags matching the code generation options of a cc1 command line."""
-  flags = []
-  opt = next((f for f in reversed(list(cc1_flags))
-              if f.startswith("-O") and len(f) <= 3), "-O2")
-  flags.append({"-O0": "-O0", "-O1": "-O1", "-O3": "-O3"}.get(opt, "-O2"))
-  it = iter(cc1_flags)
-  for f in it:
-    if f == "-mrelocation-model":
-      flags.append(f"-relocation-model={next(it, 'pic')}")
-    elif f == "-triple":
-      flags.append(f"-mtriple={next(it, '')}")
-    elif f == "-target-cpu":
-      flags.append(f"-mcpu={next(it, '')}")
-  return flags
+def llc_flags_from_cc1(cc1_flags: Sequence[str], opt_level: str | None = None) -> list:
+  """llc options reproducing the code generation setup of a cc1 command line: the -O
+  level (`opt_level`, else the flags' own; the middle end's -Os/-Oz are -O2 for code
+  generation), relocation model, function/data sections, address-significance table.
+  Target triple, CPU and features are in the bitcode's function attributes."""
+  f = list(cc1_flags)
+  lvl = opt_level or next((x for x in reversed(f) if x.startswith("-O") and len(x) <= 6),
+                          "-O2")
+  lvl = lvl.lstrip("-").lstrip("O")
+  out = ["-O" + {"s": "2", "z": "2", "": "2", "fast": "3"}.get(lvl, lvl)]
+  reloc = None
+  for i, x in enumerate(f):
+    if x == "-mrelocation-model" and i + 1 < len(f):
+      reloc = f[i + 1]
+    elif x.startswith("-mrelocation-model="):
+      reloc = x.split("=", 1)[1]
+  if reloc:
+    out.append(f"-relocation-model={reloc}")
+  for cc1, llc in (("-ffunction-sections", "-function-sections"),
+                   ("-fdata-sections", "-data-sections"), ("-faddrsig", "-addrsig")):
+    if cc1 in f:
+      out.append(llc)
+  return out
 
 
 def llc_input(module, workdir: str, clang: str) -> LlcModule:

@@ -20,6 +20,21 @@ def _problem_of(obs: dict) -> str:
   raise ValueError(f"cannot tell the problem from features {sorted(obs)[:5]}...")
 
 
+class CompilerDefault:
+  """Not a policy on the channel: compile_module runs the compiler without the
+  interactive channel, so its own default heuristic decides (the reference compile).
+  For problems whose channel sends the default's decision (inlining) DefaultPolicy
+  reproduces it exactly; for the others (regalloc) only this is the true default."""
+
+  def act(self, observation: dict):
+    raise RuntimeError("CompilerDefault never answers on the channel")
+
+
+def reference_policy(problem):
+  """The policy whose compile is the default's score for `problem`."""
+  return DefaultPolicy(problem) if get_problem(problem).default_on_channel else CompilerDefault()
+
+
 class DefaultPolicy:
   """The compiler's default decision (inlining) or the documented default-equivalent
   choice (eviction, priority; see mlgo.problems.regalloc)."""

@@ -21,8 +21,8 @@ import pathlib
 import sys
 import time
 
-from mlgo import corpus as corpus_lib
-from mlgo.training import adapters, collect, envshim
+from mlgo import problems as problems_lib
+from mlgo.env import work
 from mlgo.util.progress import Progress
 from mlgo.workers import make_pool
 
@@ -31,9 +31,10 @@ REGRESSION_THRESHOLD = 0.01
 
 def _cache_key(module, problem_name, llvm_version):
   st = os.stat(module.bc_path)
-  h = hashlib.sha1("\0".join([problem_name, str(llvm_version), str(module.bc_path),
+  flags = getattr(module, "cc1_flags", None) or getattr(module, "llc_flags", [])
+  h = hashlib.sha1("\0".join(["v2", problem_name, str(llvm_version), str(module.bc_path),
                                str(st.st_size), str(st.st_mtime_ns)] +
-                              list(module.cc1_flags)).encode())
+                              list(flags)).encode())
   return h.hexdigest()
 
 
@@ -68,18 +69,19 @@ class DefaultCache:
 
 def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_default=None):
   """Work item: default compile and policy compile of one module -> small summaries."""
-  env, problems = envshim.env_and_problems()
-  adapter = adapters.get_adapter(problem_name)
-  problem = problems.get_problem(problem_name)
+  from mlgo import env, problems  # pylint: disable=import-outside-toplevel
+  problem = problems_lib.get_problem(problem_name)
 
   def run(policy):
     t0 = time.monotonic()
     r = env.compile_module(module, problem, policy, llvm_version=llvm_version,
                            timeout=timeout)
-    return {"ok": bool(r.ok), "reason": r.reason, "scores": adapter.scores(r) if r.ok else {},
-            "decisions": int(r.decisions or 0), "seconds": time.monotonic() - t0}
-  d = cached_default or run(env.DefaultPolicy())
-  p = d if ref == "default" else run(collect.make_policy(ref))
+    return {"ok": bool(r.ok), "reason": r.reason,
+            "scores": problem.scores(module.name, r.reward) if r.ok else {},
+            "decisions": int(r.decisions or 0), "corrections": int(r.corrections or 0),
+            "seconds": time.monotonic() - t0}
+  d = cached_default or run(env.reference_policy(problem))
+  p = d if ref == "default" else run(work.make_policy(ref))
   return d, p
 
 
@@ -139,8 +141,12 @@ def _plot(rows, path, title):
 def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldout",
              jobs: int = 2, timeout: float = 300.0, pool_kind: str = "process",
              stream=None, use_cache: bool = True) -> dict:
+  """corpus_dir: a corpus, or a prepared corpus (llc problems prepare one if given a
+  corpus). Returns the summary (also written to OUTPUT/summary.json)."""
   stream = stream or sys.stdout
-  corpus = corpus_lib.load_corpus(corpus_dir)
+  from mlgo.training import ppo  # pylint: disable=import-outside-toplevel
+  problem = problems_lib.get_problem(problem_name)
+  corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=sys.stderr)
   if split == "all":
     modules = list(corpus.modules)
   else:
@@ -151,13 +157,14 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
   if policy == "default":
     ref, policy_name = "default", "default"
   else:
-    ref = collect.policy_ref(str(policy), greedy=True)
+    ref = work.policy_ref(str(policy), greedy=True)
     if problem_name == "inlining" and ref[0]["problem"].startswith("inlining_"):
       # A variant of inlining (same decisions and reward, more features, e.g.
       # inlining_ir2vec): run it as the policy needs; the default side is the same.
       print(f"evaluate: {policy} is an {ref[0]['problem']} policy; evaluating as "
             f"{ref[0]['problem']}", file=sys.stderr)
       problem_name = ref[0]["problem"]
+      problem = problems_lib.get_problem(problem_name)
     if ref[0]["problem"] != problem_name:
       raise ValueError(f"{policy}: policy is for problem {ref[0]['problem']!r}, "
                        f"not {problem_name!r}")
@@ -168,6 +175,8 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
         f"({problem_name}, LLVM {corpus.llvm_version})", file=sys.stderr)
   progress = Progress("evaluate", len(modules), stream=sys.stderr)
   rows, failed = [], []
+  decisions = corrections = 0
+  missing = problem.missing_score
   from mlgo.util.cli import mlgo_home  # pylint: disable=import-outside-toplevel
   cache = DefaultCache(mlgo_home() / "eval_cache" / f"default-{problem_name}.json")
   with make_pool(pool_kind, jobs) as pool:
@@ -190,10 +199,16 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
                        else ("policy: " + str(p["reason"]))})
         progress.update(failed=1)
         continue
-      for key, dv in d["scores"].items():
-        if key not in p["scores"]:
+      decisions += p["decisions"]
+      corrections += p.get("corrections", 0)
+      keys = list(d["scores"])
+      if missing is not None:  # a key absent from one compile has the missing score
+        keys += [k for k in p["scores"] if k not in d["scores"]]
+      for key in keys:
+        if missing is None and key not in p["scores"]:
           continue
-        pv = p["scores"][key]
+        dv = d["scores"].get(key, missing)
+        pv = p["scores"].get(key, missing)
         rows.append({"key": key, "module": m.name, "package": m.package,
                      "language": m.language, "default": dv, "policy": pv,
                      "change_pct": _pct(pv, dv),
@@ -231,10 +246,21 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
     _plot(rows, out / "changes.png",
           f"{problem_name}: {pathlib.Path(str(policy)).name} vs default, {split} "
           f"({_pct(psum, dsum):+.2f}% total)")
+  per_module = {}
+  for r in rows:
+    t = per_module.setdefault(r["module"], [0.0, 0.0])
+    t[0] += r["default"]
+    t[1] += r["policy"]
+  module_changes = sorted((t[1] + 1.0) / (t[0] + 1.0) - 1.0 for t in per_module.values())
   summary = {"problem": problem_name, "policy": policy_name, "corpus": str(corpus.path),
              "split": split, "modules": ok_modules, "keys": len(rows), "failed": len(failed),
-             "default": dsum, "policy_score": psum, "change_pct": _pct(psum, dsum),
-             "regressions": regressions,
+             "key": problem.key, "default": dsum, "policy_score": psum,
+             "change_pct": _pct(psum, dsum), "regressions": regressions,
+             "improvements": sum(int(r["policy"] < r["default"] * (1 - REGRESSION_THRESHOLD))
+                                 for r in rows),
+             "median_module_change_pct": (100.0 * module_changes[len(module_changes) // 2]
+                                          if module_changes else 0.0),
+             "decisions": decisions, "corrections": corrections,
              "regression_definition": f"policy score > {1 + REGRESSION_THRESHOLD:.2f} x default",
              "per_package": per_package, "per_language": per_language}
   with open(out / "summary.json", "w") as f:
@@ -242,6 +268,10 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
   if failed:
     print(f"{len(failed)} modules failed to compile (see {out / 'failed.csv'}); "
           f"left out of the totals", file=stream)
+  print(f"{problem.key}s improved by more than {REGRESSION_THRESHOLD:.0%}: "
+        f"{summary['improvements']}, regressed: {regressions}; median module change "
+        f"{summary['median_module_change_pct']:+.2f}%; {decisions} decisions, "
+        f"{corrections} corrected answers", file=stream)
   line = summary_line(problem_name, ok_modules, len(rows), dsum, psum, regressions)
   print(line, file=stream, flush=True)
   summary["line"] = line

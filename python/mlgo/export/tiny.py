@@ -66,7 +66,7 @@ def make_tiny_policy(problem: str, out_dir, seed: int = 0, hidden: int = 16,
 
   `features` overrides the feature list (tests use it to build a mismatching policy).
   """
-  from mlgo.training import normalization, policy_io  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import normalization, policy_io  # pylint: disable=import-outside-toplevel
   feats = features if features is not None else problem_features(problem)
   rng = np.random.default_rng(seed)
   norms = []

@@ -23,19 +23,44 @@ class ActionSpec:
     return np.asarray(value, dtype=self.dtype).reshape(self.shape)
 
 
+@dataclasses.dataclass(frozen=True)
+class Tracer:
+  """How a problem whose channel cannot send the default's decision gets it: a compiler
+  plugin (cc/regalloc_trace) keeps the default heuristic in charge and logs, per
+  decision, the default's answer (`default_feature`) and, if `policy_feature` is set,
+  its reading of the answer we sent (checked against what we sent)."""
+  log_option: str                 # e.g. -regalloc-evict-trace-log (the plugin's option)
+  default_feature: str
+  policy_feature: Optional[str] = None
+  answer: Callable[[dict], Any] = None   # what we answer while tracing (ignored by llc)
+
+
 @dataclasses.dataclass
 class Problem:
-  """One decision problem inside the compiler.
+  """One decision problem inside the compiler: everything the shared environment,
+  trainer, evaluator and exporter need to know about it, and nothing they share.
 
-  Hooks (set by the problem's module):
-    channel_flags(base, tool)  flags that enable the interactive channel at BASE.{in,out};
+  Compiling (mlgo.env):
+    channel_flags(base)        flags that enable the interactive channel at BASE.{in,out};
                                for clang they are wrapped in -mllvm.
     prepare(obs, version)      turns the compiler's raw feature dict into what the policy
                                sees; returns (features, default_action or None). Handles
                                version quirks (LLVM 19's inliner default).
     default_action(obs)        the decision DefaultPolicy answers for a prepared obs.
     validate(action, obs)      (action, corrected: bool): a valid action for obs.
-    reward(workdir_files)      reward dict from the compile's outputs.
+    reward(module, outputs)    the reward dict of a finished compile (reward_fn).
+    default_on_channel         True: DefaultPolicy on the channel is the compiler's own
+                               default (inlining); False: it is only default-equivalent,
+                               so the default's scores come from a compile without the
+                               channel and its decisions from `tracer` (regalloc).
+  Training and evaluation (mlgo.training, mlgo.evaluation):
+    key                        "module" or "function": what one score belongs to.
+    scores(module_name, reward) {key: score}, lower is better.
+    trajectory_key(module, t)  the key a trajectory's decisions are credited with.
+    reward_value(score, base)  1 - (score + d) / (base + d), clipped if reward_clip.
+    architecture(features, norms, hidden)  the policy network config (policy.json).
+    exploration_prob(features, eps, tau)   where behavioral cloning leaves probability
+                               on non-default actions (None: uniform label smoothing).
   """
   name: str
   tool: str                                # "clang" | "llc"
@@ -51,6 +76,19 @@ class Problem:
   default_action: Callable[[dict], Any] = None
   validate: Callable[[Any, dict], tuple] = None
   default_description: str = ""
+  reward_fn: Callable[[dict], dict] = None   # {"object", "remarks", "contexts"} -> reward
+  remarks_filter: Optional[str] = None       # -pass-remarks-filter the reward needs
+  default_on_channel: bool = True
+  tracer: Optional[Tracer] = None
+  key: str = "module"
+  score_fn: Callable[[dict], dict] = None          # reward dict -> {sub-key or "": score}
+  missing_score: Optional[float] = None           # score of a key absent from a compile
+  reward_delta: float = 0.01
+  reward_clip: Optional[float] = None
+  architecture_fn: Callable[[list, dict, Sequence[int]], dict] = None
+  default_hidden: Sequence[int] = (64, 64)
+  exploration_fn: Optional[Callable] = None
+  score_name: str = "score"                       # "text" (bytes) or "cost" in reports
 
   @property
   def feature_names(self) -> list[str]:
@@ -64,6 +102,36 @@ class Problem:
     if self.tool == "clang":
       return [x for f in flags for x in ("-mllvm", f)]
     return flags
+
+  def scores(self, module_name: str, reward: dict) -> dict:
+    """{key: score} of one finished compile; keys are module names or
+    "module::function"."""
+    sub = self.score_fn(reward)
+    if self.key == "module":
+      return {module_name: float(v) for v in sub.values()}
+    return {f"{module_name}::{fn}": float(v) for fn, v in sub.items()}
+
+  def trajectory_key(self, module_name: str, trajectory) -> str:
+    if self.key == "module":
+      return module_name
+    return f"{module_name}::{trajectory.context}"
+
+  def reward_value(self, score: float, baseline: float) -> float:
+    d = self.reward_delta
+    r = 1.0 - (score + d) / (baseline + d)
+    if self.reward_clip is not None:
+      r = min(max(r, -self.reward_clip), self.reward_clip)
+    return r
+
+  def architecture(self, features: list, norms: dict, hidden=None) -> dict:
+    """The policy network config for `features` (json specs) with normalization
+    `norms` (name -> FeatureNorm)."""
+    return self.architecture_fn(features, norms, tuple(hidden or self.default_hidden))
+
+  def exploration_prob(self, features: dict, eps: float, tau: float):
+    if self.exploration_fn is None:
+      return None
+    return self.exploration_fn(features, eps, tau)
 
   def describe(self) -> str:
     lines = [f"problem {self.name} ({self.tool})",

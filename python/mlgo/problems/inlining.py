@@ -20,8 +20,10 @@ Lower is better; reported as {"text_size": int}.
 """
 import numpy as np
 
+from mlgo.policy import architectures
 from mlgo.problems import ir2vec
 from mlgo.problems.base import ActionSpec, Problem, first, spec
+from mlgo.util import toolchain
 
 FEATURE_NAMES = [
     "sroa_savings", "sroa_losses", "load_elimination", "call_penalty",
@@ -89,6 +91,26 @@ def validate(action, obs):
 EMBEDDING_FEATURES = ("callee_embedding", "caller_embedding")
 
 
+def reward(outputs: dict) -> dict:
+  return {"text_size": toolchain.text_size(outputs["object"])}
+
+
+def exploration_prob(features: dict, eps: float, tau: float):
+  """The default inlines iff cost_estimate < threshold. Flipping a call site far from
+  that boundary (inlining a callee that costs hundreds over the threshold) nearly always
+  grows the code and drowns the module's reward in noise; exploring close to the
+  boundary is where a different decision can pay off."""
+  c = np.asarray(features["cost_estimate"], np.float64).reshape(-1)
+  t = np.asarray(features["threshold"], np.float64).reshape(-1)
+  return eps * np.exp(-np.abs(c - t) / max(tau, 1e-6))
+
+
+def architecture(features, norms, hidden) -> dict:
+  del features, norms
+  return {"type": architectures.MlpCategorical.TYPE, "hidden": [int(h) for h in hidden],
+          "num_actions": 2, "output_name": "inlining_decision", "output_dtype": "int64"}
+
+
 def make_problem(with_ir2vec: bool = False) -> Problem:
   """with_ir2vec: the variant "inlining_ir2vec" (clang-22 only), whose policy also sees the
   callee's and the caller's instruction mix (mlgo.problems.ir2vec)."""
@@ -114,4 +136,12 @@ def make_problem(with_ir2vec: bool = False) -> Problem:
       validate=validate,
       default_description="the compiler's own decision (inlining_default; on LLVM 19 the "
                           "callee_basic_block_count slot)",
+      reward_fn=reward,
+      key="module",
+      score_fn=lambda r: {"": r["text_size"]},
+      reward_delta=0.01,
+      architecture_fn=architecture,
+      default_hidden=(64, 64),
+      exploration_fn=exploration_prob,
+      score_name="text",
   )

@@ -28,6 +28,15 @@ regalloc_priority: `-regalloc-enable-priority-advisor=release
   size plus bits for register class priority, hints and local/global ranges, which the
   channel does not expose; size is its main term for global ranges.
 
+Neither channel sends the default advisor's own decision, so the default's scores come
+from a compile without the channel (`default_on_channel=False`), and its decisions, for
+the default trace and behavioral cloning, from the tracer plugin (cc/regalloc_trace,
+`Tracer`), which keeps the default in charge and logs its answer per decision.
+
+Training: one score per function (key "module::function"), reward
+clip(1 - (cost + 1) / (baseline + 1), -1, 1); networks: the masked column scorer
+(eviction) and a Normal over log2(priority) (priority), mlgo.policy.architectures.
+
 Reward (both problems), per function, lower is better:
   cost(f) = 1.0 * TotalSpillsCost + 4.0 * TotalReloadsCost
           + 1.0 * TotalFoldedSpillsCost + 4.0 * TotalFoldedReloadsCost
@@ -47,7 +56,8 @@ import re
 
 import numpy as np
 
-from mlgo.problems.base import ActionSpec, Problem, first, spec
+from mlgo.policy import architectures
+from mlgo.problems.base import ActionSpec, Problem, Tracer, first, spec
 
 N_COLUMNS = 33
 CANDIDATE_COLUMN = 32
@@ -68,7 +78,7 @@ COST_WEIGHTS = {
     "TotalFoldedReloadsCost": 4.0,
     "TotalCopiesCost": 0.2,
 }
-REMARKS_FLAGS = ("-pass-remarks-filter=regalloc",)
+REMARKS_FILTER = "regalloc"
 
 
 def _eviction_features():
@@ -136,41 +146,85 @@ def priority_validate(action, obs):
   return np.float32(a), False
 
 
+def lowest_valid_column(obs: dict) -> np.int64:
+  """What we answer while the tracer keeps the default in charge: any valid column
+  (the tracer logs its reading of it, checked against what we sent)."""
+  mask = np.asarray(obs["mask"]).reshape(-1)
+  idx = np.flatnonzero(mask[:CANDIDATE_COLUMN])
+  return np.int64(idx[0] if len(idx) else CANDIDATE_COLUMN)
+
+
+def reward(outputs: dict) -> dict:
+  try:
+    with open(outputs["remarks"], "r", encoding="utf-8", errors="replace") as f:
+      text = f.read()
+  except (OSError, TypeError):
+    text = ""
+  return reward_from_remarks(text, [c for c in outputs.get("contexts", ()) if c])
+
+
+def _eviction_architecture(features, norms, hidden):
+  return architectures.eviction_architecture([f["name"] for f in features], norms, hidden)
+
+
+def _priority_architecture(features, norms, hidden):
+  del features, norms
+  return architectures.priority_architecture(hidden)
+
+
+_SHARED = dict(
+    tool="llc",
+    reward_description="weighted spill/reload/copy cost per function from the greedy "
+                       "allocator's SpillReloadCopies remarks (lower is better)",
+    higher_is_better=False,
+    prepare=_prepare_same,
+    reward_fn=reward,
+    remarks_filter=REMARKS_FILTER,
+    default_on_channel=False,
+    key="function",
+    score_fn=lambda r: r["functions"],
+    missing_score=0.0,        # no SpillReloadCopies remark: no spill code
+    reward_delta=1.0,
+    reward_clip=1.0,
+    score_name="cost",
+)
+
+
 def make_eviction_problem() -> Problem:
   return Problem(
       name="regalloc_eviction",
-      tool="llc",
       features=_eviction_features(),
       action=ActionSpec("index_to_evict", np.dtype(np.int64), (1,), 0, N_COLUMNS - 1),
-      reward_description="weighted spill/reload/copy cost per function from the greedy "
-                         "allocator's SpillReloadCopies remarks (lower is better)",
-      higher_is_better=False,
       channel_option="-regalloc-evict-interactive-channel-base",
       enable_options=("-regalloc-enable-advisor=release",),
-      prepare=_prepare_same,
       default_action=eviction_default,
       validate=eviction_validate,
       default_description="default-equivalent heuristic: fewest broken hints, then lowest "
                           "use_def_density, only if lighter than the candidate (else 32)",
+      tracer=Tracer("-regalloc-evict-trace-log", "default_index", "policy_index",
+                    lowest_valid_column),
+      architecture_fn=_eviction_architecture,
+      default_hidden=(64, 32),
+      **_SHARED,
   )
 
 
 def make_priority_problem() -> Problem:
   return Problem(
       name="regalloc_priority",
-      tool="llc",
       features=[spec("li_size", np.int64), spec("stage", np.int64),
                 spec("weight", np.float32)],
       action=ActionSpec("priority", np.dtype(np.float32), (1,), 0.0, 4294967040.0),
-      reward_description="weighted spill/reload/copy cost per function from the greedy "
-                         "allocator's SpillReloadCopies remarks (lower is better)",
-      higher_is_better=False,
       channel_option="-regalloc-priority-interactive-channel-base",
       enable_options=("-regalloc-enable-priority-advisor=release",),
-      prepare=_prepare_same,
       default_action=priority_default,
       validate=priority_validate,
       default_description="default-equivalent: priority = li_size",
+      tracer=Tracer("-regalloc-priority-trace-log", "default_priority", None,
+                    lambda obs: np.float32(0.0)),
+      architecture_fn=_priority_architecture,
+      default_hidden=(32, 32),
+      **_SHARED,
   )
 
 

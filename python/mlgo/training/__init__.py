@@ -1,6 +1,7 @@
-"""Training: default traces, normalization, behavioral cloning, PPO, policy files.
+"""Training, the same code for every problem: default traces (trace), behavioral cloning
+(bc), PPO with tf-agents (ppo), the end-to-end run (pipeline), rollout probes
+(rollouts), and the tf-agents networks of each policy architecture (networks).
 
-Problem-generic: a problem (inlining, regalloc eviction, regalloc priority) plugs in
-through `mlgo.training.adapters` (feature encoding, networks, reward); everything
-else (datasets, worker pool, checkpoints, export) is shared.
+A problem plugs in only through its description (mlgo.problems: keys, scores, reward,
+architecture, exploration); policy files are mlgo.policy's, compiles mlgo.env's.
 """

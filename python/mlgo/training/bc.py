@@ -12,7 +12,8 @@ import time
 
 import numpy as np
 
-from mlgo.training import adapters, dataset, normalization, policy_io
+from mlgo.policy import architectures, normalization, policy_io
+from mlgo.training import dataset
 
 
 def heldout_module(name: str, fraction: float, salt: str = "bc") -> bool:
@@ -36,26 +37,22 @@ def fit_normalization(ds: dataset.Dataset, features: list, seed: int = 0,
   return col.finish(max_boundaries)
 
 
+def spec_from_trace(ds: dataset.Dataset, problem, hidden=None, seed: int = 0) -> dict:
+  """A fresh policy spec: the problem's features and architecture, the normalization
+  fitted on the trace."""
+  features = [f for f in ds.features if f["name"] not in problem.hidden_features]
+  norms = fit_normalization(ds, features, seed)
+  arch = problem.architecture(features, {n.name: n for n in norms}, hidden)
+  return make_spec(problem.name, features, norms, arch)
+
+
 def _labels(shard):
   return shard["default_action"] if "default_action" in shard else shard["action"]
 
 
 def init_weights(arch: dict, input_dim: int, seed: int = 0) -> dict:
-  """Glorot-uniform weights for an MLP architecture (what BC and PPO start from)."""
-  rng = np.random.default_rng(seed)
-  w, d = {}, input_dim
-  for i, h in enumerate(arch["hidden"]):
-    lim = np.sqrt(6.0 / (d + h))
-    w[f"hidden_{i}/kernel"] = rng.uniform(-lim, lim, (d, h)).astype(np.float32)
-    w[f"hidden_{i}/bias"] = np.zeros(h, np.float32)
-    d = h
-  n_out = arch.get("num_actions", 1)
-  lim = np.sqrt(6.0 / (d + n_out))
-  w["out/kernel"] = rng.uniform(-lim, lim, (d, n_out)).astype(np.float32) * 0.1
-  w["out/bias"] = np.zeros(n_out, np.float32)
-  if arch["type"] == "mlp_normal":
-    w["std/bias"] = np.zeros(n_out, np.float32)
-  return w
+  """Fresh weights of an architecture (what BC and PPO start from)."""
+  return architectures.architecture_class(arch["type"]).init_weights(arch, input_dim, seed)
 
 
 def keras_mlp(arch: dict, input_dim: int, weights: dict):
@@ -75,137 +72,194 @@ def keras_mlp(arch: dict, input_dim: int, weights: dict):
   return model, names
 
 
-def train_bc(trace_dir, output, hidden=(64, 64), epochs: int = 4, batch_size: int = 256,
+def _usable(arch: dict, params: dict, y: np.ndarray) -> np.ndarray:
+  """Decisions whose label the network can express (eviction: a valid column; the
+  tracer logs -1 when the default picked a register outside the columns)."""
+  if "logits" not in params:
+    return np.isfinite(y)
+  n = params["logits"].shape[-1]
+  ok = (y >= 0) & (y < n)
+  idx = np.flatnonzero(ok)
+  ok[idx] &= params["logits"][idx, y[idx].astype(np.int64)] > architectures.NEG / 2
+  return ok
+
+
+def _order_agreement(pred, y, rng, pairs: int = 20000) -> float:
+  """Fraction of random pairs of decisions ordered alike by pred and y (priorities
+  matter only through their order)."""
+  if len(y) < 2:
+    return float("nan")
+  i, j = rng.integers(0, len(y), pairs), rng.integers(0, len(y), pairs)
+  sel = y[i] != y[j]
+  if not sel.any():
+    return float("nan")
+  return float(np.mean(np.sign(pred[i] - pred[j])[sel] == np.sign(y[i] - y[j])[sel]))
+
+
+def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 256,
              learning_rate: float = 1e-3, heldout_fraction: float = 0.1, seed: int = 0,
              label_smoothing: float = 0.1, explore_eps: float = 0.0,
-             explore_tau: float = 20.0, teacher=None, stream=sys.stderr) -> dict:
-  """label_smoothing > 0 keeps the clone's greedy decisions but leaves it some
-  probability on the other action, which PPO needs to explore from a warm start (the
-  default inliner is an almost exactly learnable function of its features; a clone
-  trained to zero loss would never try anything else).
-  explore_eps > 0 instead uses the problem's exploration_prob (for inlining: eps *
-  exp(-|cost_estimate - threshold| / explore_tau)) as the target probability of the
-  non-default action, so exploration concentrates where it can pay off.
+             explore_tau: float = 20.0, teacher=None, time_budget: float | None = None,
+             stream=sys.stderr) -> dict:
+  """Trains the problem's own actor network (mlgo.training.networks, the one PPO
+  trains) to imitate the trace's default decisions.
+
+  Categorical actions (inlining, eviction): cross entropy. label_smoothing > 0 keeps the
+  clone's greedy decisions but leaves it some probability on the other valid actions,
+  which PPO needs to explore from a warm start (the default inliner is an almost exactly
+  learnable function of its features; a clone trained to zero loss would never try
+  anything else). explore_eps > 0 instead uses the problem's exploration_prob (for
+  inlining: eps * exp(-|cost_estimate - threshold| / explore_tau)) as the target
+  probability of the non-default actions, so exploration concentrates where it can pay
+  off. Continuous actions (priority): least squares on the distribution's mean in its
+  own space (log2 priority); the exploration std keeps its initial value.
   teacher: a policy dir whose greedy decisions replace the trace's default actions as
   labels (re-warm-starting PPO from a trained policy with fresh exploration, after its
-  entropy has collapsed)."""
+  entropy has collapsed). time_budget: stop after the epoch that passes it (seconds)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
+  from mlgo.training import networks  # pylint: disable=import-outside-toplevel
   t_start = time.monotonic()
   ds = dataset.Dataset(trace_dir)
-  adapter = adapters.get_adapter(ds.problem, hidden=hidden)
-  features = adapter.policy_features(ds.features)
-  arch = adapter.architecture()
-  if arch["type"] != "mlp_categorical":
-    raise NotImplementedError(f"behavioral cloning supports discrete actions; "
-                              f"{ds.problem} uses {arch['type']}")
+  problem = problems_lib.get_problem(ds.problem)
   if ds.num_decisions == 0:
     raise ValueError(f"{trace_dir}: the trace holds no decisions")
-  norms = fit_normalization(ds, features, seed)
-  spec = make_spec(ds.problem, features, norms, arch)
+  spec = spec_from_trace(ds, problem, hidden, seed)
+  arch = spec["architecture"]
   encoder = policy_io.Policy(spec, {})
-  input_dim = sum(int(np.prod(f["shape"])) for f in features) * normalization.ENCODED_PER_SCALAR
+  input_dim = encoder.normalizer.bmat.shape[0] * normalization.ENCODED_PER_SCALAR
   w0 = init_weights(arch, input_dim, seed)
+  numpy_arch = type(encoder.arch)(arch, w0)
+  categorical = networks.is_categorical(arch)
 
   tf.random.set_seed(seed)
-  model, names = keras_mlp(arch, input_dim, w0)
+  actor = networks.make_actor(arch, tf.TensorSpec([input_dim], tf.float32))
+  actor.create_variables()
+  networks.set_actor_weights(actor, arch, w0)
+  train_vars = [v for v in actor.trainable_variables if "std" not in v.name]
   opt = tf.keras.optimizers.Adam(learning_rate)
-  loss_fn = tf.keras.losses.CategoricalCrossentropy(from_logits=True,
-                                                    label_smoothing=label_smoothing)
-  n_act = arch["num_actions"]
 
   @tf.function
-  def step(x, y):
+  def cat_step(x, target):
     with tf.GradientTape() as tape:
-      loss = loss_fn(tf.one_hot(y, n_act), model(x, training=True))
-    grads = tape.gradient(loss, model.trainable_variables)
-    opt.apply_gradients(zip(grads, model.trainable_variables))
+      logits = actor(x, training=True)[0].logits_parameter()
+      loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(target, logits))
+    opt.apply_gradients(zip(tape.gradient(loss, train_vars), train_vars))
     return loss
 
-  soft_loss = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
-
   @tf.function
-  def soft_step(x, target):
+  def mean_step(x, y):
     with tf.GradientTape() as tape:
-      loss = soft_loss(target, model(x, training=True))
-    grads = tape.gradient(loss, model.trainable_variables)
-    opt.apply_gradients(zip(grads, model.trainable_variables))
+      loss = tf.reduce_mean(tf.square(actor(x, training=True)[0].mean() - y))
+    opt.apply_gradients(zip(tape.gradient(loss, train_vars), train_vars))
     return loss
 
   teacher_policy = policy_io.load_policy(teacher) if teacher else None
 
   def shard_arrays(shard):
-    x = encoder.encode_batch({f["name"]: shard["f/" + f["name"]] for f in features})
+    x = encoder.encode_batch({f["name"]: shard["f/" + f["name"]] for f in spec["features"]})
     if teacher_policy is not None:
       y = teacher_policy.decide_batch({n: shard["f/" + n] for n in teacher_policy.input_names})
-      y = np.asarray(y).astype(np.int64).reshape(-1)
     else:
-      y = _labels(shard).astype(np.int64).reshape(-1)
+      y = _labels(shard)
+    y = numpy_arch.train_actions(np.asarray(y).reshape(len(x), -1)[:, 0])
+    params = numpy_arch.dist_params(x)
+    ok = _usable(arch, params, y)
     held = np.array([heldout_module(m, heldout_fraction) for m in shard["traj_module"]])[
         shard["traj"]]
-    soft = None
-    if explore_eps > 0:
-      p = adapter.exploration_prob({k[2:]: v for k, v in shard.items() if k.startswith("f/")},
-                                   explore_eps, explore_tau)
+    target = None
+    if categorical:
+      y = y.astype(np.int64)
+      valid = params["logits"] > architectures.NEG / 2
+      n_valid = np.maximum(valid.sum(-1, keepdims=True), 1)
+      onehot = np.zeros(valid.shape, np.float32)
+      onehot[np.flatnonzero(ok), y[ok]] = 1.0
+      p = None
+      if explore_eps > 0:
+        p = problem.exploration_prob(
+            {k[2:]: v for k, v in shard.items() if k.startswith("f/")}, explore_eps,
+            explore_tau)
       if p is not None:
-        p = np.clip(p, 0.0, 0.49)
-        soft = np.where(np.eye(n_act, dtype=bool)[y], (1 - p)[:, None],
-                        (p / (n_act - 1))[:, None]).astype(np.float32)
-    return x, y, held, soft
+        p = np.clip(np.asarray(p, np.float64), 0.0, 0.49)[:, None]
+        others = np.maximum(n_valid - 1, 1)
+        target = onehot * (1 - p) + (valid & (onehot == 0)) * (p / others)
+      else:
+        target = onehot * (1 - label_smoothing) + valid * (label_smoothing / n_valid)
+      target = target.astype(np.float32)
+    return x, y, held, ok, target
 
   rng = np.random.default_rng(seed)
-  print(f"behavioral cloning: {ds.num_decisions} decisions from {len(ds.modules)} modules, "
-        f"{len(features)} features -> {input_dim} inputs, {epochs} epochs", file=stream)
+  print(f"behavioral cloning ({problem.name}, {arch['type']}): {ds.num_decisions} decisions "
+        f"from {len(ds.modules)} modules, {len(spec['features'])} features -> {input_dim} "
+        f"inputs, {epochs} epochs", file=stream)
   for epoch in range(epochs):
     losses = []
     for shard in ds.shards():
-      x, y, held, soft = shard_arrays(shard)
-      x, y = x[~held], y[~held]
-      soft = soft[~held] if soft is not None else None
-      order = rng.permutation(len(y))
+      x, y, held, ok, target = shard_arrays(shard)
+      use = np.flatnonzero(ok & ~held)
+      order = use[rng.permutation(len(use))]
       for s in range(0, len(order), batch_size):
         idx = order[s:s + batch_size]
-        if soft is not None:
-          losses.append(float(soft_step(x[idx], soft[idx])))
+        if categorical:
+          losses.append(float(cat_step(x[idx], target[idx])))
         else:
-          losses.append(float(step(x[idx], y[idx])))
+          losses.append(float(mean_step(x[idx], y[idx].astype(np.float32))))
     print(f"  epoch {epoch + 1}/{epochs}: loss {np.mean(losses) if losses else float('nan'):.4f}",
-          file=stream)
+          file=stream, flush=True)
+    if time_budget is not None and time.monotonic() - t_start > time_budget:
+      print(f"  time budget reached after epoch {epoch + 1}", file=stream)
+      break
 
-  weights = {n: v.numpy() for n, v in zip(names, model.trainable_variables)}
+  weights = networks.actor_weights(actor, arch)
   policy = policy_io.Policy(spec, weights)
   counts = {"train": [0, 0], "heldout": [0, 0]}
   per_class = {}
   ent_sum, ent_n = 0.0, 0
+  preds = {"train": ([], []), "heldout": ([], [])}
   for shard in ds.shards():
-    x, y, held, _ = shard_arrays(shard)
+    x, y, held, ok, _ = shard_arrays(shard)
     params = policy.arch.dist_params(x)
-    pred = policy.arch.greedy(params)
     ent_sum += float(policy.arch.entropy(params).sum())
-    ent_n += len(pred)
-    for name, mask in (("train", ~held), ("heldout", held)):
-      counts[name][0] += int((pred[mask] == y[mask]).sum())
+    ent_n += len(x)
+    pred = policy.arch.greedy(params) if categorical else params["loc"]
+    for name, mask in (("train", ~held & ok), ("heldout", held & ok)):
       counts[name][1] += int(mask.sum())
-    for c in np.unique(y[held]):
-      m = held & (y == c)
-      pc = per_class.setdefault(int(c), [0, 0])
-      pc[0] += int((pred[m] == c).sum())
-      pc[1] += int(m.sum())
-  acc = {k: (v[0] / v[1] if v[1] else float("nan")) for k, v in counts.items()}
-  metrics = {"train_accuracy": acc["train"], "heldout_accuracy": acc["heldout"],
-             "train_decisions": counts["train"][1], "heldout_decisions": counts["heldout"][1],
-             "heldout_per_class_accuracy": {str(c): v[0] / v[1] for c, v in per_class.items()},
-             "heldout_majority_baseline": (max(v[1] for v in per_class.values()) /
-                                           max(1, counts["heldout"][1])) if per_class else None,
+      if categorical:
+        counts[name][0] += int((pred[mask] == y[mask]).sum())
+      else:
+        preds[name][0].append(pred[mask])
+        preds[name][1].append(y[mask])
+    if categorical:
+      for c in np.unique(y[held & ok]):
+        m = held & ok & (y == c)
+        pc = per_class.setdefault(int(c), [0, 0])
+        pc[0] += int((pred[m] == c).sum())
+        pc[1] += int(m.sum())
+  metrics = {"train_decisions": counts["train"][1], "heldout_decisions": counts["heldout"][1],
              "mean_entropy": ent_sum / max(1, ent_n), "label_smoothing": label_smoothing,
              "explore_eps": explore_eps, "explore_tau": explore_tau,
-             "seconds": time.monotonic() - t_start, "trace": str(trace_dir),
-             "teacher": str(teacher) if teacher else None}
+             "trace": str(trace_dir), "teacher": str(teacher) if teacher else None}
+  if categorical:
+    acc = {k: (v[0] / v[1] if v[1] else float("nan")) for k, v in counts.items()}
+    metrics.update(
+        train_accuracy=acc["train"], heldout_accuracy=acc["heldout"],
+        heldout_per_class_accuracy={str(c): v[0] / v[1] for c, v in per_class.items()},
+        heldout_majority_baseline=(max(v[1] for v in per_class.values()) /
+                                   max(1, counts["heldout"][1])) if per_class else None)
+    summary = (f"train accuracy {acc['train']:.4f}, held-out accuracy {acc['heldout']:.4f} "
+               f"on {counts['heldout'][1]} decisions")
+  else:
+    for name, (p, y) in preds.items():
+      p = np.concatenate(p) if p else np.zeros(0)
+      y = np.concatenate(y) if y else np.zeros(0)
+      metrics[f"{name}_order_agreement"] = _order_agreement(p, y, np.random.default_rng(0))
+      metrics[f"{name}_mean_abs_error"] = float(np.mean(np.abs(p - y))) if len(y) else float("nan")
+    summary = (f"order agreement train {metrics['train_order_agreement']:.4f}, held out "
+               f"{metrics['heldout_order_agreement']:.4f}")
+  metrics["seconds"] = time.monotonic() - t_start
   out = policy_io.write_policy_dir(output, spec, weights)
   with open(pathlib.Path(out) / "bc_metrics.json", "w") as f:
     json.dump(metrics, f, indent=1)
-  print(f"behavioral cloning: train accuracy {acc['train']:.4f}, held-out accuracy "
-        f"{acc['heldout']:.4f} on {counts['heldout'][1]} decisions "
-        f"(majority class {metrics['heldout_majority_baseline'] or float('nan'):.4f}), "
-        f"mean entropy {metrics['mean_entropy']:.3f} nats; "
+  print(f"behavioral cloning: {summary}, mean entropy {metrics['mean_entropy']:.3f} nats; "
         f"policy saved to {out}", file=stream)
   return metrics

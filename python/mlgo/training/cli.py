@@ -1,4 +1,5 @@
-"""Command line of the PPO trainer (tools/train_inlining.py; regalloc reuses `train_main`).
+"""Command lines of training: the PPO trainer (`train_main`, tools/train_inlining.py)
+and the end-to-end pipeline (`pipeline_main`, tools/train_regalloc.py), for any problem.
 
 Also runnable as `python -m mlgo.training.cli --problem=... --corpus=... --output=...`.
 """
@@ -60,7 +61,7 @@ def train_main(argv=None, problem: str | None = None, default_gin: str | None = 
   import gin  # pylint: disable=import-outside-toplevel
   from mlgo.training import ppo  # pylint: disable=import-outside-toplevel
   from mlgo import corpus  # pylint: disable=import-outside-toplevel
-  corpus_dir = corpus.corpus_arg(a.corpus)
+  corpus_dir = corpus.corpus_arg(a.corpus, a.problem)
   out = user_path(a.output)
   trainer = ppo.Trainer(corpus_dir, out, problem_name=a.problem,
                         warmstart=user_path(a.warmstart) if a.warmstart else None,
@@ -70,6 +71,55 @@ def train_main(argv=None, problem: str | None = None, default_gin: str | None = 
   recs = trainer.run(a.iterations, a.time_budget)
   print(f"trained to iteration {trainer.state['iteration']}; latest policy: {out / 'policy'}")
   return 0 if recs or trainer.state["iteration"] > 0 else 1
+
+
+PIPELINE_USAGE = """Train a policy end to end: corpus -> default trace -> behavioral
+cloning -> PPO (tf-agents) -> held-out evaluation, within a time budget.
+
+  bazel run //tools:train_regalloc -- [--problem=regalloc_eviction|regalloc_priority|inlining]
+      [--corpus=DIR] [--output=DIR] [--warmstart=POLICY_DIR] [--time_budget=SECONDS]
+      [--gin_files=configs/X.gin] [--gin_bindings=PPOConfig.jobs=2]
+Without --corpus the default corpus is built once (at -O2 for the regalloc problems).
+llc problems optimize the corpus once first (cached). Running the same command again
+reuses finished steps and resumes PPO. The last line is the held-out summary:
+  modules=N functions=F default_cost=C policy_cost=C change=+-X.XX% regressions=K
+regalloc_priority is EXPERIMENTAL: its trained policies have so far been worse than
+LLVM's default priority on the held-out split (see the README).
+"""
+
+
+def pipeline_main(argv=None, problem: str = "regalloc_eviction"):
+  ap = argparse.ArgumentParser(description=PIPELINE_USAGE,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--problem", default=problem)
+  ap.add_argument("--corpus", help="corpus dir in the mlgo-utils format (default: the "
+                  "default corpus, built once)")
+  ap.add_argument("--output", help="output dir (default: ./mlgo_<problem>)")
+  ap.add_argument("--warmstart", help="policy dir to start PPO from instead of BC")
+  ap.add_argument("--time_budget", type=float, help="total seconds for the run "
+                  "(default from the gin config: about 15 minutes)")
+  ap.add_argument("--gin_files", action="append", default=None)
+  ap.add_argument("--gin_bindings", action="append", default=[])
+  a = ap.parse_args(argv)
+  gin_files = a.gin_files if a.gin_files is not None else [f"configs/{a.problem}.gin"]
+  from mlgo.training import pipeline  # pylint: disable=import-outside-toplevel,unused-import
+  parse_and_bind_gin(gin_files, a.gin_bindings)
+  import gin  # pylint: disable=import-outside-toplevel
+  from mlgo import corpus  # pylint: disable=import-outside-toplevel
+  from mlgo.training import ppo  # pylint: disable=import-outside-toplevel
+  cfg = pipeline.PipelineConfig()
+  if a.time_budget is not None:
+    cfg.time_budget = a.time_budget
+  out = user_path(a.output or f"mlgo_{a.problem}")
+  out.mkdir(parents=True, exist_ok=True)
+  rep = pipeline.run(a.problem, corpus.corpus_arg(a.corpus, a.problem), out,
+                     warmstart=user_path(a.warmstart) if a.warmstart else None, cfg=cfg,
+                     ppo_config=ppo.PPOConfig())
+  with open(out / "operative_config.gin", "w") as f:
+    f.write(gin.operative_config_str())
+  if "eval" in rep:
+    print(rep["eval"]["line"])
+  return 0
 
 
 if __name__ == "__main__":

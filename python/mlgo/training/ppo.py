@@ -8,8 +8,10 @@ decisions. Every iteration writes a policy dir and an atomic checkpoint (network
 optimizer, baselines, iteration, RNG state), so killing the trainer loses at most the
 iteration in flight; running the same command again resumes.
 
-Problem-specific parts come from the problem's TrainingAdapter (features, networks,
-scores); this module is the same for inlining and the regalloc problems.
+Problem-specific parts come from the problem description (mlgo.problems: keys, scores,
+reward, architecture) and the architecture's network (mlgo.training.networks); this
+module is the same for inlining and the regalloc problems. llc-only problems train on
+the prepared corpus (mlgo.env.prepared: each module optimized once).
 """
 import json
 import os
@@ -23,7 +25,10 @@ import gin
 import numpy as np
 
 from mlgo import corpus as corpus_lib
-from mlgo.training import adapters, bc, collect, dataset, normalization, policy_io
+from mlgo import problems as problems_lib
+from mlgo.env import work
+from mlgo.training import bc, dataset, networks
+from mlgo.policy import normalization, policy_io
 from mlgo.util.progress import Progress
 from mlgo.workers import make_pool
 from mlgo.util.files import write_json_atomic
@@ -72,6 +77,15 @@ class PPOConfig:
     <output>/best_policy (the sampled policy's size says little about the greedy one).
   module_sampling: "uniform", or "sqrt_score" (probability ~ sqrt of the module's
     default score, so modules that weigh more in the total are seen more often).
+  hidden: layer sizes; None takes the problem's default.
+  score_weighting_power: each decision of a key weighs (default score + d) ** power
+    (then normalized to mean 1): 0 treats all keys alike (the reward is relative),
+    0.5 leans toward the keys that dominate the total (hot functions for regalloc).
+  max_decisions_per_module / max_decisions_per_iteration: if > 0, a seeded uniform
+    subsample of the decisions of each compile / of the whole batch is trained on.
+  validation_metric: "total" (total score change of the validation modules) or
+    "module_mean" (mean over modules of (policy + 1) / (default + 1) - 1: corpus totals
+    can be one hot function, e.g. an interpreter loop holding 90% of a sample's cost).
   """
 
   def __init__(self, modules_per_iteration: int = 32, num_iterations: int = 100,
@@ -80,13 +94,16 @@ class PPOConfig:
                importance_ratio_clipping: float = 0.2, use_value_network: bool = False,
                value_pred_loss_coef: float = 0.5, gradient_clipping: float | None = 1.0,
                baseline_momentum: float = 0.8, decision_weighting: str = "decision",
-               hidden=(64, 64), compile_timeout: float = 300.0,
+               hidden=None, compile_timeout: float = 300.0,
                iteration_timeout: float | None = 1800.0, jobs: int = 2, pool: str = "process",
                trace_modules: int = 200, seed: int = 0, keep_policies: int = 1000000,
                save_saved_model: bool = True, samples_per_module: int = 1,
                baseline: str = "moving_average", skip_decisionless: bool = True,
                max_module_decisions: int = 0, module_sampling: str = "uniform",
-               validate_every: int = 0, validation_modules: int = 48):
+               validate_every: int = 0, validation_modules: int = 48,
+               score_weighting_power: float = 0.0, max_decisions_per_module: int = 0,
+               max_decisions_per_iteration: int = 0, validation_metric: str = "total",
+               trace_max_decisions_per_module: int = 0):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
   def to_json(self):
@@ -102,9 +119,10 @@ class Trainer:
     self.stream = stream
     self.output = pathlib.Path(output)
     self.output.mkdir(parents=True, exist_ok=True)
-    self.corpus = corpus_lib.load_corpus(corpus_dir)
+    self.problem = problems_lib.get_problem(problem_name)
+    self.corpus = work.corpus_for(corpus_dir, self.problem, jobs=self.cfg.jobs,
+                                       stream=stream)
     self.problem_name = problem_name
-    self.adapter = adapters.get_adapter(problem_name, hidden=self.cfg.hidden)
     self.train_modules = self.corpus.split("train") or list(self.corpus.modules)
     if not self.train_modules:
       raise ValueError(f"{corpus_dir}: corpus has no modules")
@@ -122,7 +140,7 @@ class Trainer:
       print(f"resumed from {self.ckpt_dir} at iteration {self.state['iteration']}",
             file=stream)
     elif self.state.get("initial_weights"):
-      self.adapter.set_actor_weights(self.actor, self._initial_weights())
+      networks.set_actor_weights(self.actor, self.arch, self._initial_weights())
     self.rng = np.random.default_rng()
     self.rng.bit_generator.state = self.state["rng"]
 
@@ -151,6 +169,11 @@ class Trainer:
 
   def _fresh_state(self, warmstart, trace):
     default_scores, decisions = {}, {}
+    default_modules = set()
+    for m in self.train_modules:  # a prepared corpus knows every module's reference scores
+      if getattr(m, "baseline", None) is not None:
+        default_scores.update(self.problem.scores(m.name, {"functions": m.baseline}))
+        default_modules.add(m.name)
     if trace:
       ds = dataset.Dataset(trace)
       for name, info in ds.modules.items():
@@ -165,8 +188,6 @@ class Trainer:
         raise ValueError(f"{warmstart}: policy is for {pol.problem}, not {self.problem_name}")
       spec = pol.spec
       initial_weights = str(pathlib.Path(warmstart).resolve() / "weights.npz")
-      spec["architecture"]["hidden"] = spec["architecture"].get("hidden", self.cfg.hidden)
-      self.adapter.hidden = list(spec["architecture"]["hidden"])
     else:
       if not trace:
         trace = self.output / "trace"
@@ -174,22 +195,24 @@ class Trainer:
               f"with the default policy for normalization and baselines", file=self.stream)
         from mlgo.training import trace as trace_lib  # pylint: disable=import-outside-toplevel
         rate = min(1.0, self.cfg.trace_modules / max(1, len(self.train_modules)))
-        trace_lib.generate_default_trace(self.corpus.path, self.problem_name, trace,
-                                         sampling_rate=rate, jobs=self.cfg.jobs,
-                                         timeout=self.cfg.compile_timeout, seed=self.cfg.seed,
-                                         pool_kind=self.cfg.pool, stream=self.stream)
+        trace_lib.generate_default_trace(
+            self.corpus, self.problem_name, trace, sampling_rate=rate, jobs=self.cfg.jobs,
+            timeout=self.cfg.compile_timeout, seed=self.cfg.seed, pool_kind=self.cfg.pool,
+            max_decisions_per_module=self.cfg.trace_max_decisions_per_module,
+            stream=self.stream)
         for name, info in dataset.Dataset(trace).modules.items():
           for k, v in (info.get("scores") or {}).items():
             default_scores[k] = v
           if info.get("ok"):
             decisions[name] = int(info.get("decisions", 1))
       ds = dataset.Dataset(trace)
-      features = self.adapter.policy_features(ds.features)
-      norms = bc.fit_normalization(ds, features, self.cfg.seed)
-      spec = bc.make_spec(self.problem_name, features, norms, self.adapter.architecture())
+      spec = bc.spec_from_trace(ds, self.problem, self.cfg.hidden, self.cfg.seed)
     return {"version": STATE_VERSION, "problem": self.problem_name, "iteration": 0,
             "spec": spec, "initial_weights": initial_weights,
             "default_scores": default_scores, "baselines": dict(default_scores),
+            "default_modules": sorted(default_modules | {
+                k.split("::")[0] if self.problem.key != "module" else k
+                for k in default_scores}),
             "decisions": decisions,
             "rng": np.random.default_rng(self.cfg.seed).bit_generator.state,
             "totals": {"failed": 0, "cancelled": 0, "compiles": 0, "cpu_seconds": 0.0,
@@ -209,9 +232,13 @@ class Trainer:
     self.encoder = policy_io.Policy(self.spec, {})
     dim = self.encoder.normalizer.bmat.shape[0] * normalization.ENCODED_PER_SCALAR
     obs_spec = tf.TensorSpec([dim], tf.float32, name="observation")
-    action_spec = self.adapter.tf_action_spec()
-    self.actor, value = self.adapter.make_networks(obs_spec, action_spec)
-    if not self.cfg.use_value_network:
+    self.arch = self.spec["architecture"]
+    action_spec = networks.action_spec(self.arch)
+    self.actor = networks.make_actor(self.arch, obs_spec)
+    if self.cfg.use_value_network:
+      from tf_agents.networks import value_network  # pylint: disable=import-outside-toplevel
+      value = value_network.ValueNetwork(obs_spec, fc_layer_params=tuple(self.arch["hidden"]))
+    else:
       value = _zero_value_network(obs_spec)
     self.optimizer = tf.keras.optimizers.Adam(self.cfg.learning_rate)
     self.agent = ppo_clip_agent.PPOClipAgent(
@@ -238,7 +265,7 @@ class Trainer:
 
   # --- one iteration -------------------------------------------------------------
   def current_weights(self):
-    return self.adapter.actor_weights(self.actor)
+    return networks.actor_weights(self.actor, self.arch)
 
   def collect(self, modules, weights):
     ref = (self.spec, weights, False)
@@ -250,12 +277,13 @@ class Trainer:
                         len(modules) * max(1, cfg.samples_per_module),
                         stream=self.stream)
     deadline = time.monotonic() + cfg.iteration_timeout if cfg.iteration_timeout else None
+    have_default = set(st.setdefault("default_modules", []))
     with make_pool(cfg.pool, cfg.jobs) as pool:
       for m in modules:
         for j in range(max(1, cfg.samples_per_module)):
-          pool.submit(collect.compile_one, m, self.problem_name, ref,
+          pool.submit(work.compile_one, m, self.problem_name, ref,
                       int(self.rng.integers(2**31)), self.corpus.llvm_version,
-                      cfg.compile_timeout, j == 0 and m.name not in st["default_scores"])
+                      cfg.compile_timeout, j == 0 and m.name not in have_default)
       for r in pool.results(deadline):
         module = r.item[0]
         stats["cpu_seconds"] += r.seconds
@@ -272,7 +300,8 @@ class Trainer:
         st.setdefault("decisions", {})[module.name] = int(getattr(result, "decisions", 0) or 0)
         if default_result is not None:
           if default_result.ok:
-            for k, v in self.adapter.scores(default_result).items():
+            st["default_modules"].append(module.name)
+            for k, v in self._scores(default_result).items():
               st["default_scores"][k] = v
               st["baselines"].setdefault(k, v)
         if not result.ok:
@@ -285,18 +314,30 @@ class Trainer:
     progress.close()
     return batch, stats
 
+  def _module_defaults(self) -> dict:
+    """The default's total score per module (keys may be "module::function")."""
+    out = {}
+    for k, v in self.state["default_scores"].items():
+      m = k.split("::")[0] if self.problem.key != "module" else k
+      out[m] = out.get(m, 0.0) + v
+    return out
+
+  def _scores(self, result) -> dict:
+    return self.problem.scores(result.module_name, result.reward)
+
   def make_experience(self, results, weights):
     """Per-decision arrays: encoded obs, actions, old dist params, rewards, weights."""
-    st = self.state
+    st, cfg, problem = self.state, self.cfg, self.problem
     obs, acts, rewards, wts = [], [], [], []
     module_rewards, sizes = [], {"policy": 0.0, "default": 0.0}
-    all_scores = [self.adapter.scores(res) for res in results]
+    all_scores = [self._scores(res) for res in results]
     group = {}
-    if self.cfg.baseline == "group":
+    if cfg.baseline == "group":
       for sc in all_scores:
         for k, v in sc.items():
           group.setdefault(k, []).append(v)
     old_baselines = dict(st["baselines"])
+    arch = self.encoder.arch
     for res, scores in zip(results, all_scores):
       rew = {}
       for k, s in scores.items():
@@ -304,45 +345,65 @@ class Trainer:
         g = group.get(k, [])
         if len(g) >= 2:
           base = (sum(g) - s) / (len(g) - 1)
+        if base is None and problem.missing_score is not None and k not in st["default_scores"]:
+          base = st["default_scores"].setdefault(k, s)  # first seen: no spill code before
         if base is None:
           continue
-        rew[k] = self.adapter.reward(s, base)
+        rew[k] = problem.reward_value(s, base)
         if k in st["default_scores"]:
           sizes["policy"] += s
           sizes["default"] += st["default_scores"][k]
       if rew:
         module_rewards.append(float(np.mean(list(rew.values()))))
       n_mod = sum(len(t.actions) for t in res.trajectories)
+      room = cfg.max_decisions_per_module or n_mod
       for t in res.trajectories:
-        k = self.adapter.trajectory_key(res.module.name, t)
+        k = problem.trajectory_key(res.module_name, t)
         n = len(t.actions)
-        if k not in rew or n == 0:
+        if k not in rew or n == 0 or room <= 0:
           continue
-        feats = {f: np.asarray(t.features[f]) for f in self.encoder.input_names}
+        keep = np.arange(n)
+        if n > room:
+          keep = np.sort(self.rng.choice(n, room, replace=False))
+        room -= len(keep)
+        feats = {f: np.asarray(t.features[f])[keep] for f in self.encoder.input_names}
         obs.append(self.encoder.encode_batch(feats))
-        a = np.asarray(t.actions)
-        acts.append(a.reshape(n) if a.size == n else a.reshape(n, -1))
-        rewards.append(np.full(n, rew[k], np.float32))
-        if self.cfg.decision_weighting == "module":
-          wts.append(np.full(n, 1.0 / max(1, n_mod), np.float32))
-        elif self.cfg.decision_weighting == "sqrt":
-          wts.append(np.full(n, 1.0 / np.sqrt(max(1, n_mod)), np.float32))
+        a = arch.train_actions(np.asarray(t.actions)[keep])
+        m = len(keep)
+        acts.append(a.reshape(m) if a.size == m else a.reshape(m, -1))
+        rewards.append(np.full(m, rew[k], np.float32))
+        if cfg.decision_weighting == "module":
+          w = 1.0 / max(1, n_mod)
+        elif cfg.decision_weighting == "sqrt":
+          w = 1.0 / np.sqrt(max(1, n_mod))
         else:
-          wts.append(np.ones(n, np.float32))
+          w = 1.0
+        if cfg.score_weighting_power:
+          d0 = st["default_scores"].get(k, scores[k])
+          w *= (d0 + problem.reward_delta) ** cfg.score_weighting_power
+        wts.append(np.full(m, w, np.float32))
       # Moving-average baseline of the policy's own scores.
-      m = self.cfg.baseline_momentum
+      mom = cfg.baseline_momentum
       for k, s in scores.items():
         if k in st["baselines"]:
-          st["baselines"][k] = m * st["baselines"][k] + (1 - m) * s
+          st["baselines"][k] = mom * st["baselines"][k] + (1 - mom) * s
+        elif k in st["default_scores"]:
+          st["baselines"][k] = mom * st["default_scores"][k] + (1 - mom) * s
     if not obs:
       return None, module_rewards, sizes
     obs = np.concatenate(obs)
     acts = np.concatenate(acts)
     wts = np.concatenate(wts)
+    rewards = np.concatenate(rewards)
+    if cfg.max_decisions_per_iteration and len(rewards) > cfg.max_decisions_per_iteration:
+      keep = np.sort(self.rng.choice(len(rewards), cfg.max_decisions_per_iteration,
+                                     replace=False))
+      obs, acts, wts, rewards = obs[keep], acts[keep], wts[keep], rewards[keep]
     wts = wts * (len(wts) / wts.sum())
-    params = self.encoder.arch.__class__(self.spec["architecture"], weights).dist_params(obs)
+    params = type(arch)(self.spec["architecture"], weights).dist_params(obs)
+    params = {k: v for k, v in params.items() if k in arch.DIST_PARAMS}
     return {"obs": obs, "actions": acts, "params": params,
-            "rewards": np.concatenate(rewards), "weights": wts}, module_rewards, sizes
+            "rewards": rewards, "weights": wts}, module_rewards, sizes
 
   def train_on(self, exp):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -401,28 +462,39 @@ class Trainer:
   def validation_set(self):
     nd = self.state.get("decisions", {})
     cap = self.cfg.max_module_decisions or float("inf")
+    have_default = set(self.state.get("default_modules", []))
     mods = [m for m in self.train_modules if 0 < nd.get(m.name, 0) <= cap
-            and m.name in self.state["default_scores"]]
+            and m.name in have_default]
     rng = np.random.default_rng(self.cfg.seed + 12345)
     k = min(self.cfg.validation_modules, len(mods))
     return [mods[i] for i in sorted(rng.choice(len(mods), size=k, replace=False))]
 
   def validate(self, weights):
-    """Greedy policy on the validation modules: total size change vs default (%)."""
+    """Greedy policy on the validation modules: change vs default (%) by
+    cfg.validation_metric ("total" or "module_mean"), and the compile CPU seconds."""
     ref = (self.spec, weights, True)
     pol = dft = 0.0
+    ratios = []
     cpu = 0.0
     with make_pool(self.cfg.pool, self.cfg.jobs) as pool:
       for m in self.validation_set():
-        pool.submit(collect.compile_one, m, self.problem_name, ref, None,
+        pool.submit(work.compile_one, m, self.problem_name, ref, None,
                     self.corpus.llvm_version, self.cfg.compile_timeout, False)
       for r in pool.results():
         cpu += r.seconds
         if r.ok and r.value[0].ok:
-          for k, v in self.adapter.scores(r.value[0]).items():
-            if k in self.state["default_scores"]:
-              pol += v
-              dft += self.state["default_scores"][k]
+          p_m = d_m = 0.0
+          scores = self._scores(r.value[0])
+          for k, d in self.state["default_scores"].items():
+            if k in scores or (self.problem.missing_score is not None and
+                               k.startswith(r.item[0].name + "::")):
+              p_m += scores.get(k, self.problem.missing_score or 0.0)
+              d_m += d
+          pol += p_m
+          dft += d_m
+          ratios.append((p_m + 1.0) / (d_m + 1.0) - 1.0)
+    if self.cfg.validation_metric == "module_mean":
+      return (float(np.mean(ratios)) * 100.0 if ratios else float("nan")), cpu
     return ((pol / dft - 1.0) * 100.0 if dft else float("nan")), cpu
 
   def iteration(self):
@@ -438,7 +510,8 @@ class Trainer:
     k = min(cfg.modules_per_iteration, len(pool_mods))
     prob = None
     if cfg.module_sampling == "sqrt_score":
-      w = np.array([np.sqrt(max(st["default_scores"].get(m.name, 0.0), 0.0)) for m in pool_mods])
+      totals = self._module_defaults()
+      w = np.array([np.sqrt(max(totals.get(m.name, 0.0), 0.0)) for m in pool_mods])
       w = np.where(w > 0, w, np.median(w[w > 0]) if (w > 0).any() else 1.0)
       prob = w / w.sum()
       k = min(k, int((prob > 0).sum()))
@@ -472,19 +545,7 @@ class Trainer:
       rec["validation_change_pct"] = val
       rec["validation_seconds"] = time.monotonic() - t3
       cstats["cpu_seconds"] += vcpu
-      best = st.get("best_validation")
-      if val == val and (best is None or val < best["change_pct"]):
-        st["best_validation"] = {"iteration": it, "change_pct": val}
-        src = self.output / "policies" / f"iter-{it:05d}"
-        tmp = self.output / "best_policy.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(src, tmp)
-        shutil.rmtree(self.output / "best_policy", ignore_errors=True)
-        os.rename(tmp, self.output / "best_policy")
-      b = st.get("best_validation") or {"change_pct": float("nan"), "iteration": None}
-      print(f"iteration {it}: greedy validation on {cfg.validation_modules} training modules "
-            f"{val:+.3f}% vs default (best {b['change_pct']:+.3f}% at iteration "
-            f"{b['iteration']})", file=self.stream, flush=True)
+      self._keep_if_best(val, it, self.output / "policies" / f"iter-{it:05d}")
     tot = st["totals"]
     tot["failed"] += cstats["failed"]
     tot["cancelled"] += cstats["cancelled"]
@@ -509,10 +570,34 @@ class Trainer:
           f"{t_export:.1f}s", file=self.stream, flush=True)
     return rec
 
+  def _keep_if_best(self, val: float, it: int, policy_dir):
+    """best_policy/ becomes a copy of `policy_dir` if its validation is the best yet."""
+    st = self.state
+    best = st.get("best_validation")
+    if val == val and (best is None or val < best["change_pct"]):
+      st["best_validation"] = {"iteration": it, "change_pct": val}
+      tmp = self.output / "best_policy.tmp"
+      shutil.rmtree(tmp, ignore_errors=True)
+      shutil.copytree(policy_dir, tmp)
+      shutil.rmtree(self.output / "best_policy", ignore_errors=True)
+      os.rename(tmp, self.output / "best_policy")
+    b = st.get("best_validation") or {"change_pct": float("nan"), "iteration": None}
+    print(f"iteration {it}: greedy validation on {len(self.validation_set())} training "
+          f"modules {val:+.3f}% vs default ({self.cfg.validation_metric}; best "
+          f"{b['change_pct']:+.3f}% at iteration {b['iteration']})", file=self.stream,
+          flush=True)
+
   def run(self, num_iterations: int | None = None, time_budget: float | None = None):
     n = num_iterations if num_iterations is not None else self.cfg.num_iterations
     t0 = time.monotonic()
     recs = []
+    if self.cfg.validate_every and "best_validation" not in self.state:
+      # The starting policy (the warm start) competes too: PPO must beat it to be kept.
+      w = self.current_weights()
+      d = self.export(w, self.state["iteration"])
+      val, _ = self.validate(w)
+      self._keep_if_best(val, self.state["iteration"], d)
+      self.save_checkpoint()
     while self.state["iteration"] < n:
       if time_budget is not None and recs:
         per = (time.monotonic() - t0) / len(recs)
@@ -522,3 +607,4 @@ class Trainer:
           break
       recs.append(self.iteration())
     return recs
+

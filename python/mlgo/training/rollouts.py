@@ -23,7 +23,8 @@ import time
 
 import numpy as np
 
-from mlgo.training import bc, envshim, policy_io
+from mlgo.training import bc
+from mlgo.policy import policy_io
 
 
 class FlipPolicy:
@@ -77,7 +78,7 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
                  anchors: int, llvm_version: int, timeout: float, seed: int):
   """Runs in a worker: one greedy compile and its flip probes. Returns a dict of arrays
   (or {"failed": reason} when the greedy compile itself fails)."""
-  env, problems = envshim.env_and_problems()
+  from mlgo import env, problems  # pylint: disable=import-outside-toplevel
   problem = problems.get_problem(spec["problem"])
   policy = policy_io.Policy(spec, weights, greedy=True)
   t0 = time.monotonic()
@@ -270,7 +271,7 @@ def _widen_module(module, spec: dict, weights: dict, problem_name: str, position
                   probe_rows, anchors: int, llvm_version: int, timeout: float, seed: int):
   """Runs in a worker: the probed policy's greedy compile again, under `problem_name`
   (a problem whose compiler sends more features), recording every feature it sends."""
-  env, problems = envshim.env_and_problems()
+  from mlgo import env, problems  # pylint: disable=import-outside-toplevel
   problem = problems.get_problem(problem_name)
   policy = policy_io.Policy(spec, weights, greedy=True)
   names = [f.name for f in problem.features]
@@ -316,13 +317,13 @@ def widen_probes(src_dir, corpus_dir, problem_name: str, output, *, policy_dir=N
   from mlgo import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
   from mlgo.util.progress import Progress  # pylint: disable=import-outside-toplevel
   from mlgo.workers.local import make_pool  # pylint: disable=import-outside-toplevel
-  from mlgo.training import envshim as _e  # pylint: disable=import-outside-toplevel
   src = ProbeStore(src_dir)
   policy_dir = policy_dir or src.index["policy"]
   policy = policy_io.load_policy(policy_dir)
   if src.index["features"] != policy.input_names:
     raise ValueError(f"{policy_dir}: not the policy probed in {src_dir} (other features)")
-  problem = _e.env_and_problems()[1].get_problem(problem_name)
+  from mlgo import problems  # pylint: disable=import-outside-toplevel
+  problem = problems.get_problem(problem_name)
   wide_names = [f.name for f in problem.features]
   missing = [n for n in policy.input_names if n not in wide_names]
   if missing:

@@ -1,11 +1,18 @@
 """Default trace: compile the training split with the default heuristic in the loop and
-store the trajectories (features, default decisions) plus per-module baseline scores."""
+store the trajectories (features, default decisions) plus per-key baseline scores.
+
+Problems whose channel sends the default's decision (inlining) answer it through
+DefaultPolicy; the others (regalloc) compile with their tracer plugin, which keeps the
+default in charge and labels every decision (mlgo.env.compile_module(trace=True)).
+llc-only problems trace the prepared corpus (optimized once)."""
 import random
 import sys
 import time
 
-from mlgo import corpus as corpus_lib
-from mlgo.training import adapters, collect, dataset
+import numpy as np
+
+from mlgo.env import work
+from mlgo.training import dataset
 from mlgo.util.progress import Progress
 from mlgo.workers import make_pool
 
@@ -13,16 +20,23 @@ from mlgo.workers import make_pool
 def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate: float = 1.0,
                            jobs: int = 2, timeout: float = 300.0, seed: int = 0,
                            split: str = "train", pool_kind: str = "process",
+                           max_decisions_per_module: int = 0, modules=None,
                            stream=sys.stderr) -> dict:
-  from mlgo.training import envshim  # pylint: disable=import-outside-toplevel
-  _, problems = envshim.env_and_problems()
-  corpus = corpus_lib.load_corpus(corpus_dir)
-  problem = problems.get_problem(problem_name)
-  adapter = adapters.get_adapter(problem_name)
-  modules = corpus.split(split) if split != "all" else list(corpus.modules)
+  """max_decisions_per_module > 0 keeps a seeded uniform sample of each module's
+  decisions (a few huge functions must not dominate the trace). `modules` (names)
+  restricts the trace to those modules of the split."""
+  from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
+  problem = problems_lib.get_problem(problem_name)
+  corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=stream)
+  if modules is not None:
+    want = set(modules)
+    modules = [m for m in corpus.modules if m.name in want]
+  else:
+    modules = corpus.split(split) if split != "all" else list(corpus.modules)
   rng = random.Random(seed)
   if sampling_rate < 1.0:
     modules = [m for m in modules if rng.random() < sampling_rate]
+  sub_rng = np.random.default_rng(seed)
   writer = dataset.DatasetWriter(output, problem_name, problem.features)
   writer.index.setdefault("corpus", str(corpus.path))
   writer.index.setdefault("llvm_version", corpus.llvm_version)
@@ -35,8 +49,8 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
   t0 = time.monotonic()
   with make_pool(pool_kind, jobs) as pool:
     for m in todo:
-      pool.submit(collect.compile_one, m, problem_name, "default", None, corpus.llvm_version,
-                  timeout)
+      pool.submit(work.compile_one, m, problem_name, "trace" if problem.tracer else "default",
+                  None, corpus.llvm_version, timeout)
     for r in pool.results():
       module = r.item[0]
       info = {"package": module.package, "language": module.language}
@@ -48,9 +62,12 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
         progress.update(failed=1)
         continue
       res = r.value[0]
-      info.update(ok=True, scores=adapter.scores(res), reward=_jsonable(res.reward),
+      info.update(ok=True, scores=problem.scores(module.name, res.reward),
                   decisions=int(res.decisions), seconds=round(float(res.seconds), 3))
-      writer.add(module.name, res.trajectories, info)
+      if problem.key == "module":
+        info["reward"] = _jsonable(res.reward)
+      writer.add(module.name, _subsample(res.trajectories, max_decisions_per_module, sub_rng),
+                 info)
       stats["modules"] += 1
       stats["decisions"] += int(res.decisions)
       progress.update(extra=f"{stats['decisions']} decisions")
@@ -61,6 +78,23 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
         f"{stats['failed']} failed, {stats['decisions']} decisions, "
         f"{stats['seconds']:.0f}s", file=stream)
   return stats
+
+
+def _subsample(trajs, limit: int, rng):
+  n = sum(len(t.actions) for t in trajs)
+  if not limit or n <= limit:
+    return trajs
+  keep = np.zeros(n, bool)
+  keep[rng.choice(n, limit, replace=False)] = True
+  out, pos = [], 0
+  for t in trajs:
+    k = keep[pos:pos + len(t.actions)]
+    pos += len(t.actions)
+    if k.any():
+      out.append(type(t)(t.context, {f: v[k] for f, v in t.features.items()},
+                         np.asarray(t.actions)[k],
+                         None if t.default_actions is None else np.asarray(t.default_actions)[k]))
+  return out
 
 
 def _jsonable(x):

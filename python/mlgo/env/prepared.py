@@ -1,13 +1,15 @@
-"""Regalloc corpus preparation: optimize each module once, so training compiles run llc only.
+"""Prepared corpora for llc-only problems: optimize each module once, so every training
+and evaluation compile runs llc only (the middle end does not depend on the policy).
 
 From any corpus in the mlgo-utils format (ours or a user's), for every module:
   1. `clang -cc1 <module flags> -x ir NAME.bc -emit-llvm-bc`: the middle end at the
      corpus' level (-O2 for the regalloc corpus), bitcode after optimization;
-  2. the llc flags that reproduce the module's code generation setup (-O level,
-     relocation model, function/data sections, address-significance table; target
-     triple, CPU and features are in the bitcode's function attributes);
-  3. one default llc compile, for the per-function baseline cost (remarks; see
-     llc_run.remark_costs) and a check that the module compiles.
+  2. the llc flags that reproduce the module's code generation setup
+     (modules.llc_flags_from_cc1);
+  3. one reference llc compile (no channel), for the default's per-function scores and
+     a check that the module compiles.
+A PreparedCorpus has the interface of a corpus (modules with name/package/language/
+split, split(), llvm_version, path), so the trainer and the evaluator use either.
 The result is cached in mlgo_home()/prepared/<corpus hash>/ (manifest.json + bc/), keyed
 by the corpus' description, its modules' flags and bitcode sizes/mtimes, and the LLVM
 version; a second call returns at once. Modules that fail are listed with their reason.
@@ -23,7 +25,8 @@ import sys
 import time
 
 from mlgo import corpus as corpus_lib
-from mlgo.regalloc import llc_run
+from mlgo.env import core, modules as modules_lib
+from mlgo.env.policies import CompilerDefault
 from mlgo.util import cli
 from mlgo.util.progress import Progress
 from mlgo.util.toolchain import toolchain
@@ -33,14 +36,11 @@ PREPARE_VERSION = 1
 
 
 @dataclasses.dataclass
-class PreparedModule:
-  name: str
-  bc_path: str
-  llc_flags: list
-  package: str
-  language: str
-  split: str
-  baseline: dict          # function -> default cost
+class PreparedModule(modules_lib.LlcModule):
+  package: str = ""
+  language: str = ""
+  split: str = "train"
+  baseline: dict = dataclasses.field(default_factory=dict)   # function -> default score
 
   @property
   def baseline_total(self) -> float:
@@ -65,29 +65,6 @@ class PreparedCorpus:
     return {m.name: m for m in self.modules}
 
 
-def llc_flags_from_cc1(cc1_flags, opt_level: str) -> list:
-  """llc options matching the module's code generation flags."""
-  lvl = opt_level.lstrip("-O") if opt_level else "2"
-  lvl = {"s": "2", "z": "2", "": "2", "fast": "3"}.get(lvl, lvl)
-  out = [f"-O{lvl}"]
-  f = list(cc1_flags)
-  reloc = None
-  for i, x in enumerate(f):
-    if x == "-mrelocation-model" and i + 1 < len(f):
-      reloc = f[i + 1]
-    elif x.startswith("-mrelocation-model="):
-      reloc = x.split("=", 1)[1]
-  if reloc:
-    out.append(f"-relocation-model={reloc}")
-  if "-ffunction-sections" in f:
-    out.append("-function-sections")
-  if "-fdata-sections" in f:
-    out.append("-data-sections")
-  if "-faddrsig" in f:
-    out.append("-addrsig")
-  return out
-
-
 def corpus_hash(corpus, llvm_version: int) -> str:
   h = hashlib.sha256()
   h.update(f"v{PREPARE_VERSION} llvm{llvm_version} {corpus.opt_level} {corpus.path.resolve()}\n"
@@ -100,7 +77,7 @@ def corpus_hash(corpus, llvm_version: int) -> str:
 
 
 def _prepare_one(m, out_bc: str, clang: str, llc_flags: list, llvm_version: int,
-                 timeout: float):
+                 timeout: float, problem: str):
   t0 = time.monotonic()
   os.makedirs(os.path.dirname(out_bc), exist_ok=True)
   tmp = out_bc + f".tmp{os.getpid()}"
@@ -114,16 +91,21 @@ def _prepare_one(m, out_bc: str, clang: str, llc_flags: list, llvm_version: int,
     return m.name, None, f"clang exited with {r.returncode}: {tail[0][:300]}", \
         time.monotonic() - t0
   os.replace(tmp, out_bc)
-  res = llc_run.run_llc(out_bc, llc_flags, llc_run.EVICTION, None, llvm_version=llvm_version,
-                        timeout=timeout)
+  res = core.compile_module(modules_lib.LlcModule(m.name, out_bc, llc_flags), problem,
+                            CompilerDefault(), llvm_version=llvm_version, timeout=timeout)
   if not res.ok:
     return m.name, None, f"default llc failed: {res.reason}", time.monotonic() - t0
-  return m.name, res.functions, None, time.monotonic() - t0
+  return m.name, res.reward["functions"], None, time.monotonic() - t0
 
 
 def prepare(corpus_dir, *, llvm_version: int | None = None, jobs: int = 2,
-            timeout: float = 300.0, out_root=None, stream=sys.stderr) -> PreparedCorpus:
-  """Prepares (or returns the cached preparation of) the corpus at `corpus_dir`."""
+            timeout: float = 300.0, out_root=None, stream=sys.stderr,
+            problem: str = "regalloc_eviction") -> PreparedCorpus:
+  """Prepares (or returns the cached preparation of) the corpus at `corpus_dir`.
+  `problem` names the llc problem whose reference scores are recorded (both regalloc
+  problems share one reward)."""
+  if isinstance(corpus_dir, PreparedCorpus):
+    return corpus_dir
   corpus = corpus_lib.load_corpus(corpus_dir)
   v = int(llvm_version or corpus.llvm_version)
   corpus.check_llvm_version(v)
@@ -142,15 +124,15 @@ def prepare(corpus_dir, *, llvm_version: int | None = None, jobs: int = 2,
   tc = toolchain(v)
   opt = corpus.opt_level or "O2"
   todo = [m for m in corpus.modules if m.name not in done]
-  print(f"regalloc prepare: {len(corpus.modules)} modules of {corpus.path} at -{opt} "
+  print(f"prepare (llc-only compiles): {len(corpus.modules)} modules of {corpus.path} at -{opt} "
         f"(LLVM {v}) into {d}; {len(todo)} to do", file=stream, flush=True)
   progress = Progress("prepare", len(todo), stream=stream)
-  flags_of = {m.name: llc_flags_from_cc1(m.cc1_flags, opt) for m in corpus.modules}
+  flags_of = {m.name: modules_lib.llc_flags_from_cc1(m.cc1_flags, opt) for m in corpus.modules}
   bc_of = {m.name: str(d / "bc" / (m.name + ".bc")) for m in corpus.modules}
   last_save = time.monotonic()
   with cf.ProcessPoolExecutor(max_workers=max(1, jobs)) as ex:
-    futs = [ex.submit(_prepare_one, m, bc_of[m.name], tc.clang, flags_of[m.name], v, timeout)
-            for m in todo]
+    futs = [ex.submit(_prepare_one, m, bc_of[m.name], tc.clang, flags_of[m.name], v, timeout,
+                      problem) for m in todo]
     for fut in cf.as_completed(futs):
       name, funcs, err, secs = fut.result()
       done[name] = {"functions": funcs, "error": err, "seconds": round(secs, 2)}
@@ -173,7 +155,7 @@ def prepare(corpus_dir, *, llvm_version: int | None = None, jobs: int = 2,
                                "llvm_version": v, "opt_level": opt, "modules": modules,
                                "failures": failures})
   partial.unlink(missing_ok=True)
-  print(f"regalloc prepare: {len(modules)} modules ready, {len(failures)} failed", file=stream,
+  print(f"prepare: {len(modules)} modules ready, {len(failures)} failed", file=stream,
         flush=True)
   return load_prepared(d)
 
@@ -182,7 +164,8 @@ def load_prepared(d) -> PreparedCorpus:
   d = pathlib.Path(d)
   with open(d / "manifest.json") as f:
     m = json.load(f)
-  mods = [PreparedModule(x["name"], str(d / x["bc"]), x["llc_flags"], x["package"],
-                         x["language"], x["split"], x["baseline"]) for x in m["modules"]]
+  mods = [PreparedModule(x["name"], str(d / x["bc"]), x["llc_flags"], package=x["package"],
+                         language=x["language"], split=x["split"], baseline=x["baseline"])
+          for x in m["modules"]]
   return PreparedCorpus(d, m["corpus"], m["llvm_version"], m["opt_level"], mods,
                         m.get("failures", {}))

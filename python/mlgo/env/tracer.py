@@ -1,4 +1,4 @@
-"""Locating (or building) the regalloc tracer plugin, cc/regalloc_trace.
+"""Locating (or building) the default tracer plugin for llc, cc/regalloc_trace.
 
 Bazel builds it as //cc/regalloc_trace:libregalloc_trace.so (a data dependency of the
 regalloc tools and tests). Outside Bazel, or if that file is missing, it is compiled

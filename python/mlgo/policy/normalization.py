@@ -134,7 +134,9 @@ class Normalizer:
     q = np.empty((n, f))
     for i in range(f):
       q[:, i] = self._cum[i][np.searchsorted(self.norms[i].boundaries, x[:, i], side="right")]
-    z = (slog(x) - self.mean) / self.std
+    q[np.isnan(x)] = 0.0  # as in the TF graph: NaN >= boundary is false
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf inputs stay NaN/inf
+      z = (slog(x) - self.mean) / self.std
     return np.stack([q, np.sqrt(q), z], axis=-1).reshape(n, f * ENCODED_PER_SCALAR
                                                           ).astype(np.float32)
 
@@ -144,9 +146,11 @@ class Normalizer:
       q = np.empty(len(x))
       for a, b in self._runs:
         q[a:b] = self._cum[a][np.searchsorted(self.norms[a].boundaries, x[a:b], side="right")]
+      q[np.isnan(x)] = 0.0  # as in the TF graph: NaN >= boundary is false
     else:
       q = ((x[:, None] >= self.bmat) * self.dmat).sum(axis=1)
-    z = (slog(x) - self.mean) / self.std
+    with np.errstate(invalid="ignore", over="ignore"):
+      z = (slog(x) - self.mean) / self.std
     return np.stack([q, np.sqrt(q), z], axis=-1).reshape(-1).astype(np.float32)
 
   def to_json(self):

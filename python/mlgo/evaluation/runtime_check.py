@@ -27,8 +27,8 @@ import subprocess
 import sys
 import tempfile
 
-from mlgo.regalloc import evaluate as eval_lib, llc_run
-from mlgo.training import policy_io
+from mlgo import env
+from mlgo.policy import policy_io
 from mlgo.util import cli
 from mlgo.util.toolchain import toolchain
 
@@ -120,9 +120,10 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
                      timeout=timeout)
   if r.returncode != 0:
     return f"clang failed on {rel}: {r.stderr[-300:]}"
-  dec = eval_lib.make_decider(problem, spec, weights) if spec is not None else None
-  res = llc_run.run_llc(bc, ["-O2", "-relocation-model=pic"], problem, dec,
-                        llvm_version=llvm_version, timeout=timeout, keep_obj=obj)
+  policy = (policy_io.Policy(spec, weights) if spec is not None else env.CompilerDefault())
+  res = env.compile_module(env.LlcModule(rel, bc, ["-O2", "-relocation-model=pic"]), problem,
+                           policy, llvm_version=llvm_version, timeout=timeout,
+                           output_path=obj)
   if not res.ok:
     return f"llc failed on {rel}: {res.reason}"
   return None

@@ -11,9 +11,7 @@ A policy dir holds:
 The numpy evaluator (`load_policy`) and the SavedModel compute the same function; a
 test checks that their decisions agree.
 
-Architectures are registered by name so problems can add their own (for example a
-masked per-column scorer for regalloc eviction): subclass `Architecture`, implement the
-numpy and TF forward passes, and `register_architecture`.
+The network itself is one of mlgo.policy.architectures, named in policy.json.
 """
 import json
 import os
@@ -23,153 +21,10 @@ import tempfile
 
 import numpy as np
 
-from mlgo.training.normalization import ENCODED_PER_SCALAR, FeatureNorm, Normalizer
+from mlgo.policy.architectures import architecture_class
+from mlgo.policy.normalization import FeatureNorm, Normalizer
 
 FORMAT_VERSION = 1
-_ARCHITECTURES = {}
-
-
-# Architectures registered outside this module, imported when a policy names them.
-_ARCHITECTURE_MODULES = {"regalloc_column_scorer": "mlgo.regalloc.networks",
-                         "regalloc_log2_normal": "mlgo.regalloc.networks"}
-
-
-def _architecture(name: str):
-  if name not in _ARCHITECTURES and name in _ARCHITECTURE_MODULES:
-    import importlib  # pylint: disable=import-outside-toplevel
-    importlib.import_module(_ARCHITECTURE_MODULES[name])
-  if name not in _ARCHITECTURES:
-    raise ValueError(f"policy.json names an unknown architecture {name!r} "
-                     f"(known: {sorted(set(_ARCHITECTURES) | set(_ARCHITECTURE_MODULES))})")
-  return _ARCHITECTURES[name]
-
-
-def register_architecture(cls):
-  _ARCHITECTURES[cls.TYPE] = cls
-  return cls
-
-
-def _relu(x):
-  return np.maximum(x, 0)
-
-
-class Architecture:
-  """Maps encoded observations (float32 [N, D]) to an action distribution."""
-  TYPE = ""
-
-  def __init__(self, config: dict, weights: dict):
-    self.config = config
-    self.w = weights
-
-  # numpy
-  def dist_params(self, enc: np.ndarray) -> dict:
-    raise NotImplementedError
-
-  def greedy(self, params: dict) -> np.ndarray:
-    raise NotImplementedError
-
-  def sample(self, params: dict, rng: np.random.Generator) -> np.ndarray:
-    raise NotImplementedError
-
-  def log_prob(self, params: dict, actions: np.ndarray) -> np.ndarray:
-    raise NotImplementedError
-
-  def entropy(self, params: dict) -> np.ndarray:
-    raise NotImplementedError
-
-  # tensorflow
-  def tf_greedy(self, tf, enc):
-    raise NotImplementedError
-
-
-def _mlp_np(w, n_hidden, x):
-  h = x
-  for i in range(n_hidden):
-    h = _relu(h @ w[f"hidden_{i}/kernel"] + w[f"hidden_{i}/bias"])
-  return h
-
-
-def _mlp_tf(tf, w, n_hidden, x):
-  h = x
-  for i in range(n_hidden):
-    h = tf.nn.relu(tf.matmul(h, tf.constant(w[f"hidden_{i}/kernel"]))
-                   + tf.constant(w[f"hidden_{i}/bias"]))
-  return h
-
-
-@register_architecture
-class MlpCategorical(Architecture):
-  """MLP with ReLU, softmax over `num_actions` (action = argmax or a sample)."""
-  TYPE = "mlp_categorical"
-
-  def _nh(self):
-    return len(self.config["hidden"])
-
-  def dist_params(self, enc):
-    h = _mlp_np(self.w, self._nh(), enc)
-    return {"logits": h @ self.w["out/kernel"] + self.w["out/bias"]}
-
-  def greedy(self, params):
-    return np.argmax(params["logits"], axis=-1).astype(np.int64)
-
-  def sample(self, params, rng):
-    lg = params["logits"].astype(np.float64)
-    p = np.exp(lg - lg.max(axis=-1, keepdims=True))
-    c = np.cumsum(p, axis=-1)
-    u = rng.random(lg.shape[:-1] + (1,)) * c[..., -1:]
-    return (u > c).sum(axis=-1).astype(np.int64)
-
-  @staticmethod
-  def _logp(params):
-    lg = params["logits"].astype(np.float64)
-    m = lg.max(axis=-1, keepdims=True)
-    return lg - m - np.log(np.exp(lg - m).sum(axis=-1, keepdims=True))
-
-  def log_prob(self, params, actions):
-    lp = self._logp(params)
-    return np.take_along_axis(lp, actions.astype(np.int64)[..., None], -1)[..., 0]
-
-  def entropy(self, params):
-    lp = self._logp(params)
-    return -(np.exp(lp) * lp).sum(axis=-1)
-
-  def tf_greedy(self, tf, enc):
-    h = _mlp_tf(tf, self.w, self._nh(), enc)
-    logits = tf.matmul(h, tf.constant(self.w["out/kernel"])) + tf.constant(self.w["out/bias"])
-    return tf.argmax(logits, axis=-1, output_type=tf.int64)
-
-
-@register_architecture
-class MlpNormal(Architecture):
-  """MLP with ReLU giving the mean of a Normal; std = softplus(std_param) (continuous)."""
-  TYPE = "mlp_normal"
-
-  def _nh(self):
-    return len(self.config["hidden"])
-
-  def dist_params(self, enc):
-    h = _mlp_np(self.w, self._nh(), enc)
-    loc = h @ self.w["out/kernel"] + self.w["out/bias"]
-    scale = np.broadcast_to(np.log1p(np.exp(self.w["std/bias"])), loc.shape)
-    return {"loc": loc, "scale": scale}
-
-  def greedy(self, params):
-    return params["loc"].astype(np.float32)
-
-  def sample(self, params, rng):
-    return (params["loc"] + params["scale"] * rng.standard_normal(params["loc"].shape)
-            ).astype(np.float32)
-
-  def log_prob(self, params, actions):
-    z = (actions - params["loc"]) / params["scale"]
-    return (-0.5 * z * z - np.log(params["scale"]) - 0.5 * np.log(2 * np.pi)).sum(-1)
-
-  def entropy(self, params):
-    return (0.5 + 0.5 * np.log(2 * np.pi) + np.log(params["scale"])).sum(-1)
-
-  def tf_greedy(self, tf, enc):
-    h = _mlp_tf(tf, self.w, self._nh(), enc)
-    return tf.matmul(h, tf.constant(self.w["out/kernel"])) + tf.constant(self.w["out/bias"])
 
 
 class Policy:
@@ -189,7 +44,7 @@ class Policy:
     for f, n in zip(self.features, self.sizes):
       expanded += [norms[f["name"]]] * n
     self.normalizer = Normalizer(expanded)
-    self.arch = _architecture(spec["architecture"]["type"])(spec["architecture"],
+    self.arch = architecture_class(spec["architecture"]["type"])(spec["architecture"],
                                                             dict(weights))
     self.greedy_mode = greedy
     self.rng = np.random.default_rng(seed)

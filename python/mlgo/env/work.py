@@ -1,0 +1,66 @@
+"""Work items run by worker pools: one compile of one module with a policy in the loop.
+
+A policy reference is "default" (the problem's reference: DefaultPolicy where the
+channel sends the default, else the compile without the channel), "trace" (the
+problem's tracer labels the default's decisions) or (spec, weights, greedy)."""
+import time
+
+from mlgo import problems as problems_lib
+from mlgo.env import core, policies
+from mlgo.policy import policy_io
+
+_DEFAULT = "default"
+
+
+def policy_ref(policy_dir_or_spec, weights=None, greedy=True):
+  """A picklable reference to a policy: "default" or (spec, weights, greedy)."""
+  if policy_dir_or_spec == _DEFAULT:
+    return _DEFAULT
+  if weights is None:
+    p = policy_io.load_policy(policy_dir_or_spec)
+    return (p.spec, p.arch.w, greedy)
+  return (policy_dir_or_spec, weights, greedy)
+
+
+def make_policy(ref, seed=None, problem=None):
+  if ref == _DEFAULT:
+    return policies.reference_policy(problem) if problem is not None else policies.DefaultPolicy()
+  if hasattr(ref, "act"):  # a picklable policy object (e.g. mlgo.training.heuristics)
+    return ref
+  spec, weights, greedy = ref
+  return policy_io.Policy(spec, weights, greedy=greedy, seed=seed)
+
+
+def compile_one(module, problem_name: str, ref, seed=None, llvm_version: int = 22,
+                timeout: float = 300.0, with_default: bool = False):
+  """Compiles `module` with policy `ref`; with_default also compiles with the default
+  heuristic first (for a missing baseline). Returns (result, default_result|None)."""
+  problem = problems_lib.get_problem(problem_name)
+  default_result = None
+  if with_default and ref != _DEFAULT:
+    default_result = core.compile_module(module, problem, policies.reference_policy(problem),
+                                        llvm_version=llvm_version, timeout=timeout)
+  t0 = time.monotonic()
+  if ref == "trace":
+    result = core.compile_module(module, problem, None, llvm_version=llvm_version,
+                                timeout=timeout, trace=True)
+  else:
+    result = core.compile_module(module, problem, make_policy(ref, seed, problem),
+                                llvm_version=llvm_version, timeout=timeout)
+  if not getattr(result, "seconds", None):
+    result.seconds = time.monotonic() - t0
+  return result, default_result
+
+
+def corpus_for(corpus_dir, problem, jobs: int = 2, stream=None):
+  """The corpus a problem compiles: the corpus itself for clang problems, its prepared
+  (optimized-once) form for llc problems (mlgo.env.prepared)."""
+  import sys  # pylint: disable=import-outside-toplevel
+  problem = problems_lib.get_problem(problem)
+  if problem.tool == "llc":
+    from mlgo.env import prepared  # pylint: disable=import-outside-toplevel
+    return prepared.prepare(corpus_dir, jobs=jobs, stream=stream or sys.stderr)
+  if hasattr(corpus_dir, "modules"):
+    return corpus_dir
+  from mlgo import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
+  return corpus_lib.load_corpus(corpus_dir)

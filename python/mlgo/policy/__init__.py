@@ -1,0 +1,8 @@
+"""The policy-directory contract, the ground floor every other layer reads.
+
+A policy dir (policy.json + weights.npz + saved_policy/) is what training writes and
+what the environment, evaluation and export load. This package holds its format
+(policy_io), the feature encoding (normalization) and the network architectures as numpy
+evaluators with their TF export (architectures registered by name). It imports nothing
+from training, evaluation, export or the environment.
+"""

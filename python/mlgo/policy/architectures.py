@@ -1,0 +1,430 @@
+"""Policy network architectures: numpy evaluators (the collection hot path) and their
+TF forward passes (the SavedModel export), registered by name.
+
+A policy.json names its architecture ("type"); `architecture_class(type)` returns the
+class. Each maps encoded observations (float32 [N, D], see normalization) to an action
+distribution: dist_params / greedy / sample / log_prob / entropy in numpy, tf_greedy in
+TF. `train_actions` maps the actions sent to the compiler into the distribution's space
+(identity except for priorities, which are sampled as log2). The tf-agents networks that
+train the same weights live in mlgo.training.networks.
+
+  mlp_categorical   MLP + softmax over `num_actions` (inlining: inline or not)
+  mlp_normal        MLP giving a Normal's mean (a generic continuous action)
+  regalloc_column_scorer  eviction: one MLP shared by the 33 columns, masked softmax
+  regalloc_log2_normal    priority: MLP -> Normal over log2(priority)
+
+Eviction: the compiler sends 20 per-column features, each a [1, 33] tensor (32
+interfering candidates + the live range being allocated), plus the scalar `progress`.
+The shared MLP scores each column from that column's encoded features and the encoded
+progress; columns whose `mask` is 0 get -1e9 before the softmax, so an invalid index can
+be neither sampled nor chosen greedily. The encoded input (3 floats per scalar,
+feature-major) is reshaped to [B, 33, 3 * 20] per column; the mask is recovered exactly
+from the encoded mask feature (its standardized log value: 0 and 1 map to two distinct
+values, split by `mask_z_threshold`).
+
+Priority: the action is the priority itself, 2 ** sample (what the compiler's priority
+advisor expects: a float, cast to unsigned).
+"""
+import numpy as np
+
+from mlgo.policy import normalization
+
+_ARCHITECTURES = {}
+
+
+def architecture_class(name: str):
+  if name not in _ARCHITECTURES:
+    raise ValueError(f"policy.json names an unknown architecture {name!r} "
+                     f"(known: {sorted(_ARCHITECTURES)})")
+  return _ARCHITECTURES[name]
+
+
+def register_architecture(cls):
+  _ARCHITECTURES[cls.TYPE] = cls
+  return cls
+
+
+def _relu(x):
+  return np.maximum(x, 0)
+
+
+class Architecture:
+  """Maps encoded observations (float32 [N, D]) to an action distribution."""
+  TYPE = ""
+  # Names of dist_params entries that parameterize the distribution (what PPO stores
+  # per decision); other entries (e.g. the eviction mask) are helpers.
+  DIST_PARAMS = ("logits",)
+
+  def __init__(self, config: dict, weights: dict):
+    self.config = config
+    self.w = weights
+
+  # numpy
+  def dist_params(self, enc: np.ndarray) -> dict:
+    raise NotImplementedError
+
+  def greedy(self, params: dict) -> np.ndarray:
+    raise NotImplementedError
+
+  def sample(self, params: dict, rng: np.random.Generator) -> np.ndarray:
+    raise NotImplementedError
+
+  def log_prob(self, params: dict, actions: np.ndarray) -> np.ndarray:
+    raise NotImplementedError
+
+  def entropy(self, params: dict) -> np.ndarray:
+    raise NotImplementedError
+
+  def train_actions(self, actions) -> np.ndarray:
+    """Actions as sent to the compiler -> values in the distribution's space."""
+    return np.asarray(actions)
+
+  # tensorflow
+  def tf_greedy(self, tf, enc):
+    raise NotImplementedError
+
+  @staticmethod
+  def init_weights(config: dict, input_dim: int, seed: int = 0) -> dict:
+    """Fresh weights (what behavioral cloning and PPO start from)."""
+    raise NotImplementedError
+
+
+def _glorot_mlp(config: dict, input_dim: int, seed: int, n_out: int) -> dict:
+  rng = np.random.default_rng(seed)
+  w, d = {}, input_dim
+  for i, h in enumerate(config["hidden"]):
+    lim = np.sqrt(6.0 / (d + h))
+    w[f"hidden_{i}/kernel"] = rng.uniform(-lim, lim, (d, h)).astype(np.float32)
+    w[f"hidden_{i}/bias"] = np.zeros(h, np.float32)
+    d = h
+  lim = np.sqrt(6.0 / (d + n_out))
+  w["out/kernel"] = rng.uniform(-lim, lim, (d, n_out)).astype(np.float32) * 0.1
+  w["out/bias"] = np.zeros(n_out, np.float32)
+  return w
+
+
+def _mlp_np(w, n_hidden, x):
+  h = x
+  for i in range(n_hidden):
+    h = _relu(h @ w[f"hidden_{i}/kernel"] + w[f"hidden_{i}/bias"])
+  return h
+
+
+def _mlp_tf(tf, w, n_hidden, x):
+  h = x
+  for i in range(n_hidden):
+    h = tf.nn.relu(tf.matmul(h, tf.constant(w[f"hidden_{i}/kernel"]))
+                   + tf.constant(w[f"hidden_{i}/bias"]))
+  return h
+
+
+@register_architecture
+class MlpCategorical(Architecture):
+  """MLP with ReLU, softmax over `num_actions` (action = argmax or a sample)."""
+  TYPE = "mlp_categorical"
+
+  def _nh(self):
+    return len(self.config["hidden"])
+
+  def dist_params(self, enc):
+    h = _mlp_np(self.w, self._nh(), enc)
+    return {"logits": h @ self.w["out/kernel"] + self.w["out/bias"]}
+
+  def greedy(self, params):
+    return np.argmax(params["logits"], axis=-1).astype(np.int64)
+
+  def sample(self, params, rng):
+    lg = params["logits"].astype(np.float64)
+    p = np.exp(lg - lg.max(axis=-1, keepdims=True))
+    c = np.cumsum(p, axis=-1)
+    u = rng.random(lg.shape[:-1] + (1,)) * c[..., -1:]
+    return (u > c).sum(axis=-1).astype(np.int64)
+
+  @staticmethod
+  def _logp(params):
+    lg = params["logits"].astype(np.float64)
+    m = lg.max(axis=-1, keepdims=True)
+    return lg - m - np.log(np.exp(lg - m).sum(axis=-1, keepdims=True))
+
+  def log_prob(self, params, actions):
+    lp = self._logp(params)
+    return np.take_along_axis(lp, actions.astype(np.int64)[..., None], -1)[..., 0]
+
+  def entropy(self, params):
+    lp = self._logp(params)
+    return -(np.exp(lp) * lp).sum(axis=-1)
+
+  def tf_greedy(self, tf, enc):
+    h = _mlp_tf(tf, self.w, self._nh(), enc)
+    logits = tf.matmul(h, tf.constant(self.w["out/kernel"])) + tf.constant(self.w["out/bias"])
+    return tf.argmax(logits, axis=-1, output_type=tf.int64)
+
+  @staticmethod
+  def init_weights(config, input_dim, seed=0):
+    return _glorot_mlp(config, input_dim, seed, config["num_actions"])
+
+
+@register_architecture
+class MlpNormal(Architecture):
+  """MLP with ReLU giving the mean of a Normal; std = softplus(std_param) (continuous)."""
+  TYPE = "mlp_normal"
+  DIST_PARAMS = ("loc", "scale")
+
+  def _nh(self):
+    return len(self.config["hidden"])
+
+  def dist_params(self, enc):
+    h = _mlp_np(self.w, self._nh(), enc)
+    loc = h @ self.w["out/kernel"] + self.w["out/bias"]
+    scale = np.broadcast_to(np.log1p(np.exp(self.w["std/bias"])), loc.shape)
+    return {"loc": loc, "scale": scale}
+
+  def greedy(self, params):
+    return params["loc"].astype(np.float32)
+
+  def sample(self, params, rng):
+    return (params["loc"] + params["scale"] * rng.standard_normal(params["loc"].shape)
+            ).astype(np.float32)
+
+  def log_prob(self, params, actions):
+    z = (actions - params["loc"]) / params["scale"]
+    return (-0.5 * z * z - np.log(params["scale"]) - 0.5 * np.log(2 * np.pi)).sum(-1)
+
+  def entropy(self, params):
+    return (0.5 + 0.5 * np.log(2 * np.pi) + np.log(params["scale"])).sum(-1)
+
+  def tf_greedy(self, tf, enc):
+    h = _mlp_tf(tf, self.w, self._nh(), enc)
+    return tf.matmul(h, tf.constant(self.w["out/kernel"])) + tf.constant(self.w["out/bias"])
+
+  @staticmethod
+  def init_weights(config, input_dim, seed=0):
+    n = int(config.get("num_outputs", 1))
+    w = _glorot_mlp(config, input_dim, seed, n)
+    w["std/bias"] = np.zeros(n, np.float32)
+    return w
+
+
+E = normalization.ENCODED_PER_SCALAR
+COLUMNS = 33
+NEG = -1e9
+
+MAX_LOG2_PRIORITY = 32.0
+
+# LLVM sends NaN for some normalized features (e.g. use_def_density when an interval
+# has infinite spill weight) and may send inf: encoded values are made finite and
+# bounded before the network sees them, the same way in numpy and TF.
+ENC_CLIP = 10.0
+
+
+def clean_np(enc):
+  e = np.asarray(enc, np.float32)
+  e = np.where(e != e, np.float32(0), e)
+  return np.clip(e, -ENC_CLIP, ENC_CLIP, out=e)
+
+
+def clean_tf(tf, enc):
+  enc = tf.where(tf.math.is_nan(enc), tf.zeros_like(enc), enc)
+  return tf.clip_by_value(enc, -ENC_CLIP, ENC_CLIP)
+
+
+def column_inputs_np(enc: np.ndarray, n_col_features: int):
+  """enc [B, D] -> per-column inputs [B, 33, 3F + 3] (column features + progress)."""
+  enc = clean_np(enc)
+  b = enc.shape[0]
+  cols = enc[:, :n_col_features * COLUMNS * E].reshape(b, n_col_features, COLUMNS, E)
+  cols = cols.transpose(0, 2, 1, 3).reshape(b, COLUMNS, n_col_features * E)
+  prog = enc[:, n_col_features * COLUMNS * E:n_col_features * COLUMNS * E + E]
+  prog = np.broadcast_to(prog[:, None, :], (b, COLUMNS, E))
+  return np.concatenate([cols, prog], axis=-1)
+
+
+def mask_np(enc: np.ndarray, config: dict) -> np.ndarray:
+  i = config["mask_feature_index"]
+  z = enc[:, i * COLUMNS * E:(i + 1) * COLUMNS * E].reshape(-1, COLUMNS, E)[:, :, 2]
+  return z > config["mask_z_threshold"]
+
+
+def column_inputs_tf(tf, enc, n_col_features: int):
+  enc = clean_tf(tf, enc)
+  b = tf.shape(enc)[0]
+  cols = tf.reshape(enc[:, :n_col_features * COLUMNS * E], [b, n_col_features, COLUMNS, E])
+  cols = tf.reshape(tf.transpose(cols, [0, 2, 1, 3]), [b, COLUMNS, n_col_features * E])
+  prog = enc[:, n_col_features * COLUMNS * E:n_col_features * COLUMNS * E + E]
+  prog = tf.tile(prog[:, None, :], [1, COLUMNS, 1])
+  return tf.concat([cols, prog], axis=-1)
+
+
+def mask_tf(tf, enc, config: dict):
+  i = config["mask_feature_index"]
+  z = tf.reshape(enc[:, i * COLUMNS * E:(i + 1) * COLUMNS * E], [-1, COLUMNS, E])[:, :, 2]
+  return z > config["mask_z_threshold"]
+
+
+def scorer_logits_tf(tf, w, config, enc):
+  """TF forward pass; `w` maps weight names to tensors (constants or variables)."""
+  x = column_inputs_tf(tf, enc, config["n_column_features"])
+  h = x
+  for i in range(len(config["hidden"])):
+    h = tf.nn.relu(tf.einsum("bcd,de->bce", h, w[f"hidden_{i}/kernel"]) + w[f"hidden_{i}/bias"])
+  logits = tf.einsum("bcd,de->bce", h, w["out/kernel"])[:, :, 0] + w["out/bias"][0]
+  m = mask_tf(tf, enc, config)
+  return tf.where(m, logits, tf.fill(tf.shape(logits), tf.constant(NEG, logits.dtype)))
+
+
+@register_architecture
+class ColumnScorer(Architecture):
+  TYPE = "regalloc_column_scorer"
+
+  def dist_params(self, enc):
+    c = self.config
+    h = column_inputs_np(np.asarray(enc, np.float32), c["n_column_features"])
+    for i in range(len(c["hidden"])):
+      h = _relu(h @ self.w[f"hidden_{i}/kernel"] + self.w[f"hidden_{i}/bias"])
+    logits = (h @ self.w["out/kernel"])[..., 0] + self.w["out/bias"][0]
+    m = mask_np(enc, c)
+    return {"logits": np.where(m, logits, NEG).astype(np.float32),
+            "mask": m.astype(np.float32)}
+
+  def greedy(self, params):
+    return np.argmax(params["logits"], axis=-1).astype(np.int64)
+
+  def _logp(self, params):
+    lg = params["logits"].astype(np.float64)
+    m = lg.max(axis=-1, keepdims=True)
+    return lg - m - np.log(np.exp(lg - m).sum(axis=-1, keepdims=True))
+
+  @staticmethod
+  def _valid(params):
+    # From the logits, so stored PPO parameters (logits only) suffice.
+    return params["logits"] > NEG / 2
+
+  def sample(self, params, rng):
+    lp = self._logp(params)
+    g = -np.log(-np.log(rng.random(lp.shape).clip(1e-300, 1.0 - 1e-16)))
+    a = np.argmax(np.where(self._valid(params), lp + g, -np.inf), axis=-1)
+    return a.astype(np.int64)
+
+  def log_prob(self, params, actions):
+    lp = self._logp(params)
+    return np.take_along_axis(lp, np.asarray(actions, np.int64)[..., None], -1)[..., 0]
+
+  def entropy(self, params):
+    lp = self._logp(params)
+    valid = self._valid(params)
+    p = np.exp(lp) * valid
+    return -(p * np.where(valid, lp, 0.0)).sum(axis=-1)
+
+  def tf_greedy(self, tf, enc):
+    w = {k: tf.constant(v) for k, v in self.w.items()}
+    logits = scorer_logits_tf(tf, w, self.config, enc)
+    return tf.argmax(logits, axis=-1, output_type=tf.int64)
+
+  @staticmethod
+  def init_weights(config, input_dim, seed=0):
+    del input_dim  # the shared scorer sees one column: its features + progress
+    return init_eviction_weights(config, seed)
+
+
+def priority_mlp_tf(tf, w, config, enc):
+  h = clean_tf(tf, enc)
+  for i in range(len(config["hidden"])):
+    h = tf.nn.relu(tf.matmul(h, w[f"hidden_{i}/kernel"]) + w[f"hidden_{i}/bias"])
+  return (tf.matmul(h, w["out/kernel"]) + w["out/bias"])[:, 0]
+
+
+def log2_to_priority(a):
+  return np.exp2(np.clip(a, 0.0, MAX_LOG2_PRIORITY)).astype(np.float32)
+
+
+@register_architecture
+class PriorityLog2Normal(Architecture):
+  TYPE = "regalloc_log2_normal"
+  DIST_PARAMS = ("loc", "scale")
+
+  def dist_params(self, enc):
+    h = clean_np(enc)
+    for i in range(len(self.config["hidden"])):
+      h = _relu(h @ self.w[f"hidden_{i}/kernel"] + self.w[f"hidden_{i}/bias"])
+    loc = (h @ self.w["out/kernel"] + self.w["out/bias"])[:, 0]
+    scale = np.full_like(loc, float(np.log1p(np.exp(self.w["std/bias"][0]))))
+    return {"loc": loc, "scale": scale}
+
+  def greedy(self, params):
+    return log2_to_priority(params["loc"])
+
+  def sample(self, params, rng):
+    return log2_to_priority(params["loc"] + params["scale"] * rng.standard_normal(
+        params["loc"].shape))
+
+  @staticmethod
+  def to_log2(actions):
+    return np.log2(np.maximum(np.asarray(actions, np.float64), 1.0))
+
+  def train_actions(self, actions):
+    return self.to_log2(actions).astype(np.float32)
+
+  def log_prob(self, params, actions):
+    z = (self.to_log2(actions) - params["loc"]) / params["scale"]
+    return -0.5 * z * z - np.log(params["scale"]) - 0.5 * np.log(2 * np.pi)
+
+  def entropy(self, params):
+    return 0.5 + 0.5 * np.log(2 * np.pi) + np.log(params["scale"])
+
+  def tf_greedy(self, tf, enc):
+    w = {k: tf.constant(v) for k, v in self.w.items()}
+    loc = priority_mlp_tf(tf, w, self.config, enc)
+    return tf.exp(tf.clip_by_value(loc, 0.0, MAX_LOG2_PRIORITY) * np.log(2.0))
+
+  @staticmethod
+  def init_weights(config, input_dim, seed=0):
+    return init_priority_weights(config, input_dim, seed)
+
+
+def eviction_architecture(feature_names, norms: dict, hidden=(64, 32)) -> dict:
+  """Config for the column scorer, given the policy's input features (in order)."""
+  cols = [n for n in feature_names if n != "progress"]
+  if feature_names[-1] != "progress" or len(cols) != len(feature_names) - 1:
+    raise ValueError("eviction policy features must be the column features then progress")
+  mi = cols.index("mask")
+  mn = norms["mask"]
+  thr = (float(normalization.slog(np.array([0.5]))[0]) - mn.mean) / mn.std
+  return {"type": ColumnScorer.TYPE, "hidden": [int(h) for h in hidden],
+          "n_column_features": len(cols), "mask_feature_index": mi,
+          "mask_z_threshold": float(thr), "output_name": "index_to_evict",
+          "output_dtype": "int64", "num_actions": COLUMNS}
+
+
+def init_eviction_weights(config: dict, seed: int = 0) -> dict:
+  rng = np.random.default_rng(seed)
+  d = config["n_column_features"] * E + E
+  w = {}
+  for i, hdim in enumerate(config["hidden"]):
+    w[f"hidden_{i}/kernel"] = (rng.standard_normal((d, hdim)) * np.sqrt(2.0 / d)).astype(
+        np.float32)
+    w[f"hidden_{i}/bias"] = np.zeros(hdim, np.float32)
+    d = hdim
+  w["out/kernel"] = (rng.standard_normal((d, 1)) * 0.01).astype(np.float32)
+  w["out/bias"] = np.zeros(1, np.float32)
+  return w
+
+
+def priority_architecture(hidden=(32, 32), init_std: float = 0.5) -> dict:
+  return {"type": PriorityLog2Normal.TYPE, "hidden": [int(h) for h in hidden],
+          "output_name": "priority", "output_dtype": "float32", "init_std": init_std}
+
+
+def init_priority_weights(config: dict, n_inputs: int, seed: int = 0) -> dict:
+  rng = np.random.default_rng(seed)
+  d = n_inputs
+  w = {}
+  for i, hdim in enumerate(config["hidden"]):
+    w[f"hidden_{i}/kernel"] = (rng.standard_normal((d, hdim)) * np.sqrt(2.0 / d)).astype(
+        np.float32)
+    w[f"hidden_{i}/bias"] = np.zeros(hdim, np.float32)
+    d = hdim
+  w["out/kernel"] = (rng.standard_normal((d, 1)) * 0.01).astype(np.float32)
+  w["out/bias"] = np.array([24.0], np.float32)
+  s = float(config.get("init_std", 0.5))
+  w["std/bias"] = np.array([np.log(np.expm1(s))], np.float32)
+  return w

@@ -1,0 +1,146 @@
+"""One training run end to end, for any problem: corpus -> default trace -> behavioral
+cloning warm start -> PPO (tf-agents) -> held-out evaluation, within a time budget.
+
+Every step is the shared one (mlgo.training.trace, bc, ppo; mlgo.evaluation); llc-only
+problems first prepare the corpus (mlgo.env.prepared: optimized once, cached under
+MLGO_HOME). Each step is cached or resumable under the output directory:
+
+    output/
+      trace/          default trace of a sample of training modules (dataset format)
+      bc_policy/      warm start (bc_metrics.json: agreement with the default on modules
+                      of the training split that BC held out)
+      ppo/            PPO run: policy/, policies/, best_policy/, checkpoint/,
+                      tensorboard/, log.jsonl
+      policy/         the final policy (best greedy validation, with saved_policy/)
+      eval/           held-out evaluation: per_key.csv, changes.png, summary.json
+      operative_config.gin
+Running the same command again reuses finished steps and resumes PPO where it stopped.
+"""
+import json
+import pathlib
+import shutil
+import sys
+import time
+
+import gin
+import numpy as np
+
+from mlgo.policy import policy_io
+from mlgo import problems as problems_lib
+from mlgo.env import work
+from mlgo.training import bc, dataset, ppo, trace as trace_lib
+
+
+@gin.configurable
+class PipelineConfig:
+  """Sizes and budgets of the steps (PPO's own are PPOConfig).
+
+  time_budget: seconds for the whole run; PPO gets what trace and BC leave, minus
+    eval_reserve for the held-out evaluation.
+  trace_modules: training modules traced for normalization and the warm start, at most
+    max_trace_decisions decisions kept per module.
+  bc_heldout_fraction: training modules (by name hash) whose decisions BC never trains
+    on; its agreement on them is reported.
+  """
+
+  def __init__(self, time_budget: float = 840.0, trace_modules: int = 160,
+               max_trace_decisions: int = 400, bc_epochs: int = 40,
+               bc_time_budget: float = 100.0, bc_learning_rate: float = 1e-3,
+               bc_label_smoothing: float = 0.0, bc_heldout_fraction: float = 0.2,
+               eval_reserve: float = 100.0, jobs: int = 2, seed: int = 0, hidden=None):
+    self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
+
+
+def _sample(mods, n, seed):
+  if len(mods) <= n:
+    return list(mods)
+  rng = np.random.default_rng(seed)
+  return [mods[i] for i in sorted(rng.choice(len(mods), n, replace=False))]
+
+
+def run(problem_name: str, corpus_dir, output, *, warmstart=None,
+        cfg: PipelineConfig | None = None, ppo_config: ppo.PPOConfig | None = None,
+        stream=sys.stderr) -> dict:
+  t_start = time.monotonic()
+  cfg = cfg or PipelineConfig()
+  pcfg = ppo_config or ppo.PPOConfig()
+  out = pathlib.Path(output)
+  out.mkdir(parents=True, exist_ok=True)
+  problem = problems_lib.get_problem(problem_name)
+
+  def say(msg):
+    print(f"[{time.monotonic() - t_start:.0f}s] {msg}", file=stream, flush=True)
+
+  # 1. the corpus (prepared once for llc-only problems)
+  corpus = work.corpus_for(corpus_dir, problem, jobs=cfg.jobs, stream=stream)
+  train, held = corpus.split("train"), corpus.split("heldout")
+  if not train:
+    raise SystemExit(f"{corpus_dir}: no usable training modules")
+  say(f"corpus: {len(corpus.modules)} modules ({len(train)} train, {len(held)} held out)"
+      f" in {corpus.path}")
+
+  # 2. default trace of a training sample
+  sample = [m.name for m in _sample(train, cfg.trace_modules, cfg.seed)]
+  trace_lib.generate_default_trace(corpus, problem_name, out / "trace", modules=sample,
+                                   jobs=cfg.jobs, seed=cfg.seed,
+                                   max_decisions_per_module=cfg.max_trace_decisions,
+                                   timeout=pcfg.compile_timeout, pool_kind=pcfg.pool,
+                                   stream=stream)
+  ds = dataset.Dataset(out / "trace")
+  if ds.num_decisions == 0:
+    raise SystemExit("the default trace has no decisions: nothing to learn from")
+  say(f"trace: {ds.num_decisions} decisions from "
+      f"{sum(1 for i in ds.modules.values() if i.get('decisions'))} modules")
+
+  # 3. warm start
+  report = {}
+  bc_dir = out / "bc_policy"
+  if warmstart:
+    start = pathlib.Path(warmstart)
+  else:
+    start = bc_dir
+    if not (bc_dir / "bc_metrics.json").exists():
+      bc.train_bc(out / "trace", bc_dir, hidden=cfg.hidden, epochs=cfg.bc_epochs,
+                  learning_rate=cfg.bc_learning_rate, label_smoothing=cfg.bc_label_smoothing,
+                  heldout_fraction=cfg.bc_heldout_fraction, seed=cfg.seed,
+                  time_budget=cfg.bc_time_budget, stream=stream)
+    report["bc"] = json.loads((bc_dir / "bc_metrics.json").read_text())
+
+  # 4. PPO for the rest of the budget (keeping time for the evaluation)
+  trainer = ppo.Trainer(corpus, out / "ppo", problem_name=problem_name, warmstart=start,
+                        trace=out / "trace", config=pcfg, stream=stream)
+  budget = cfg.time_budget - (time.monotonic() - t_start) - cfg.eval_reserve
+  say(f"PPO: {len(trainer.train_modules)} training modules, about {max(0, budget):.0f}s "
+      f"(iteration {trainer.state['iteration']} so far)")
+  if budget > 0:
+    trainer.run(time_budget=budget)
+  src = out / "ppo" / "policy"
+  best = trainer.state.get("best_validation")
+  if best is not None and (out / "ppo" / "best_policy" / "policy.json").exists():
+    src = out / "ppo" / "best_policy"
+    report["best_validation"] = best
+    say(f"final policy: the best greedy validation one (iteration {best['iteration']}, "
+        f"{best['change_pct']:+.2f}% {pcfg.validation_metric} on training modules)")
+  pol = policy_io.load_policy(src)
+  spec = {k: v for k, v in pol.spec.items()
+          if k not in policy_io.MEMBER_PROVENANCE}
+  tmp = out / "policy.tmp"
+  shutil.rmtree(tmp, ignore_errors=True)
+  policy_io.write_policy_dir(tmp, spec, pol.arch.w, saved_model=True)
+  shutil.rmtree(out / "policy", ignore_errors=True)
+  tmp.rename(out / "policy")
+  report["ppo_iterations"] = trainer.state["iteration"]
+  report["cpu_seconds"] = trainer.state["totals"]["cpu_seconds"]
+
+  # 5. held-out evaluation
+  if held:
+    from mlgo import evaluation  # pylint: disable=import-outside-toplevel
+    report["eval"] = evaluation.evaluate(problem_name, corpus, out / "policy", out / "eval",
+                                         split="heldout", jobs=cfg.jobs,
+                                         timeout=pcfg.compile_timeout, pool_kind=pcfg.pool,
+                                         stream=stream)
+  else:
+    say("no held-out modules: skipping the evaluation")
+  report["seconds"] = time.monotonic() - t_start
+  (out / "report.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
+  return report
