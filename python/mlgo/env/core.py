@@ -99,7 +99,8 @@ class _Process:
     self.timed_out = False
     with open(stderr_path, "wb") as err:
       self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=err, start_new_session=True, close_fds=True)
+                                   stderr=err, start_new_session=True, close_fds=True,
+                                   preexec_fn=_die_with_parent)
     self._done = threading.Event()
     self._watchdog = threading.Thread(target=self._watch, args=(deadline,), daemon=True)
     self._watchdog.start()
@@ -165,6 +166,16 @@ class _Process:
             f"compiler exited with status {rc}{where}")
     tail = self.stderr_tail()
     return f"{what}: {tail}" if tail else what
+
+
+def _die_with_parent():
+  """The compiler gets SIGKILL if our process dies: a killed driver must not leave it
+  spinning on its closed channel (InteractiveModelRunner retries reads at EOF)."""
+  try:
+    import ctypes  # pylint: disable=import-outside-toplevel
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+  except OSError:
+    pass
 
 
 def group_members(pgid: int) -> list[int]:

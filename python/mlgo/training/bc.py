@@ -142,7 +142,7 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   @tf.function
   def cat_step(x, target):
     with tf.GradientTape() as tape:
-      logits = actor(x, training=True)[0].logits_parameter()
+      logits = actor(x, step_type=None, network_state=(), training=True)[0].logits_parameter()
       loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(target, logits))
     opt.apply_gradients(zip(tape.gradient(loss, train_vars), train_vars))
     return loss
@@ -150,7 +150,7 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   @tf.function
   def mean_step(x, y):
     with tf.GradientTape() as tape:
-      loss = tf.reduce_mean(tf.square(actor(x, training=True)[0].mean() - y))
+      loss = tf.reduce_mean(tf.square(actor(x, step_type=None, network_state=(), training=True)[0].mean() - y))
     opt.apply_gradients(zip(tape.gradient(loss, train_vars), train_vars))
     return loss
 

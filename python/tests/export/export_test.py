@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mlgo.export import aot, export, native, server as srv
-from mlgo.training.policy_io import load_policy
+from mlgo.policy.policy_io import load_policy
 from mlgo.util.toolchain import toolchain
 
 POLICIES = pathlib.Path("cc/aot")

@@ -16,7 +16,7 @@ import pytest
 
 from mlgo.export import server as srv
 from mlgo.log import read_log
-from mlgo.training.policy_io import load_policy
+from mlgo.policy.policy_io import load_policy
 from mlgo.util.toolchain import toolchain
 
 PLUGIN = pathlib.Path("cc/inline_plugin/plugin_tiny.so")

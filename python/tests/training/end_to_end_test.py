@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from mlgo import corpus as corpus_lib
-from mlgo.training import bc, dataset, policy_io, ppo, testing, trace
+from mlgo.training import bc, dataset, ppo, testing, trace
+from mlgo.policy import policy_io
 from mlgo import evaluation
 
 PROGRAMS = sorted((pathlib.Path(__file__).parent / "programs").glob("*.c*"))

@@ -1,7 +1,7 @@
 """Quantile normalization: ranks, float32-exact boundaries, single == batch encoding."""
 import numpy as np
 
-from mlgo.training import normalization
+from mlgo.policy import normalization
 
 
 def test_quantile_ranks_are_monotonic_and_bounded():

@@ -4,7 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from mlgo.training import bc, normalization, policy_io
+from mlgo.training import bc
+from mlgo.policy import normalization, policy_io
 
 NAMES = [f"feat_{i}" for i in range(12)]
 

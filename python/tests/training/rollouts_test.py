@@ -11,7 +11,8 @@ import pytest
 
 from mlgo import corpus as corpus_lib
 from mlgo import env, problems
-from mlgo.training import policy_io, rollouts, testing
+from mlgo.training import rollouts, testing
+from mlgo.policy import policy_io
 from mlgo.util import cli
 
 PROGRAMS = sorted((pathlib.Path(__file__).parent / "programs").glob("*.c*"))
@@ -184,7 +185,7 @@ def test_widened_policy_evaluates_like_the_original(tiny_corpus, tmp_path):
   --problem=inlining` runs such a policy as the variant it needs."""
   from mlgo import evaluation  # pylint: disable=import-outside-toplevel
   from mlgo.problems import ir2vec  # pylint: disable=import-outside-toplevel
-  from mlgo.training import normalization  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import normalization  # pylint: disable=import-outside-toplevel
   shipped = policy_io.load_policy(_shipped_policy())
   rng = np.random.default_rng(0)
   emb_norm = normalization.fit_feature("x", rng.gamma(2.0, 30.0, 5000)).to_json()

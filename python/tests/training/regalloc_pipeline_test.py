@@ -1,0 +1,86 @@
+"""The shared pipeline on the regalloc problems (tiny -O2 corpus): prepare, tracer trace,
+behavioral cloning of the problem's network, tf-agents PPO iterations with validation,
+held-out evaluation with per-function keys, and resume."""
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from mlgo import evaluation
+from mlgo.env import prepared
+from mlgo.policy import policy_io
+from mlgo.training import dataset, pipeline, ppo
+from mlgo.training.testing import make_tiny_corpus
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "env" / "regalloc_programs"
+PROBLEMS = ("regalloc_eviction", "regalloc_priority")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+  d = tmp_path_factory.mktemp("tiny")
+  corpus = make_tiny_corpus(d / "corpus", sorted(DATA.glob("*.c")), opt="O2",
+                            heldout=("parse",), variants=2)
+  return prepared.prepare(corpus, out_root=d / "prepared"), d
+
+
+def _configs(iterations):
+  cfg = pipeline.PipelineConfig(time_budget=10_000, trace_modules=10, bc_epochs=30,
+                                bc_time_budget=60, eval_reserve=0, jobs=2,
+                                bc_heldout_fraction=0.0)
+  pcfg = ppo.PPOConfig(modules_per_iteration=3, num_iterations=iterations, jobs=2,
+                       minibatch_rows=8, validate_every=1, validation_modules=4,
+                       validation_metric="module_mean", score_weighting_power=0.5,
+                       max_decisions_per_module=100)
+  return cfg, pcfg
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_pipeline(tiny, problem):
+  corpus, d = tiny
+  assert len(corpus.modules) == 6 and not corpus.failures
+  assert all(m.llc_flags[0] == "-O2" for m in corpus.modules)
+  out = d / problem
+  cfg, pcfg = _configs(2)
+  rep = pipeline.run(problem, corpus, out, cfg=cfg, ppo_config=pcfg)
+  # The trace holds the tracer's labels of every kept decision.
+  ds = dataset.Dataset(out / "trace")
+  assert ds.problem == problem and ds.num_decisions > 50
+  shard = next(ds.shards())
+  assert len(shard["default_action"]) == len(shard["action"])
+  assert all("::" in k for info in ds.modules.values() for k in info["scores"])
+  bcm = rep["bc"]
+  if problem == "regalloc_eviction":
+    assert bcm["train_decisions"] > 50 and bcm["train_accuracy"] > 0.3
+  else:
+    assert bcm["train_order_agreement"] > 0.5 and np.isfinite(bcm["train_mean_abs_error"])
+  assert rep["ppo_iterations"] == 2
+  log = [json.loads(l) for l in (out / "ppo" / "log.jsonl").read_text().splitlines()]
+  assert [r["iteration"] for r in log] == [1, 2]
+  assert all(r["ok"] == 3 and 0 < r["decisions"] <= 300 and np.isfinite(r["reward_mean"])
+             and np.isfinite(r["validation_change_pct"]) for r in log)
+  assert rep["best_validation"]["iteration"] in (0, 1, 2)
+  assert list((out / "ppo" / "tensorboard").iterdir())
+  ev = rep["eval"]
+  assert ev["modules"] == 2 and ev["keys"] >= 2 and ev["failed"] == 0 and ev["key"] == "function"
+  assert ev["default"] > 0 and np.isfinite(ev["policy_score"]) and ev["decisions"] > 0
+  assert ev["line"].startswith(f"modules=2 functions={ev['keys']} default_cost=")
+  assert (out / "eval" / "per_key.csv").read_text().count("::") == ev["keys"]
+  assert (out / "eval" / "changes.png").stat().st_size > 1000
+  pol = policy_io.load_policy(out / "policy")
+  assert pol.problem == problem
+  assert (out / "policy" / "saved_policy" / "saved_model.pb").exists()
+  # Resume: the same command continues from the checkpoint (one more iteration).
+  cfg, pcfg3 = _configs(3)
+  rep2 = pipeline.run(problem, corpus, out, cfg=cfg, ppo_config=pcfg3)
+  assert rep2["ppo_iterations"] == 3
+
+
+def test_default_policy_evaluates_to_zero_change(tiny, tmp_path):
+  corpus, _ = tiny
+  s = evaluation.evaluate("regalloc_eviction", corpus, "default", tmp_path, split="all",
+                          use_cache=False)
+  assert s["change_pct"] == 0.0 and s["regressions"] == 0 and s["modules"] == 6
+  total = sum(sum(m.baseline.values()) for m in corpus.modules)
+  assert s["default"] == pytest.approx(total)
