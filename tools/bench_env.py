@@ -72,4 +72,6 @@ def _trained_dirs(spec: str) -> dict:
 
 
 if __name__ == "__main__":
+  from mlgo.util.files import private_tempdir
+  private_tempdir()  # nothing the tool or TensorFlow writes is left in /tmp
   sys.exit(main())

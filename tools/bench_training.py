@@ -98,4 +98,6 @@ def pathlib_tmp():
 
 
 if __name__ == "__main__":
+  from mlgo.util.files import private_tempdir
+  private_tempdir()  # nothing the tool or TensorFlow writes is left in /tmp
   sys.exit(main())

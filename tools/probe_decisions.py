@@ -41,4 +41,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+  from mlgo.util.files import private_tempdir
+  private_tempdir()  # nothing the tool or TensorFlow writes is left in /tmp
   sys.exit(main())

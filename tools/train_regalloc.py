@@ -10,4 +10,6 @@ import sys
 from mlgo.training import cli
 
 if __name__ == "__main__":
+  from mlgo.util.files import private_tempdir
+  private_tempdir()  # nothing the tool or TensorFlow writes is left in /tmp
   sys.exit(cli.pipeline_main())

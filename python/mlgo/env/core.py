@@ -445,11 +445,10 @@ def _private_dir() -> str:
   """A fresh mode-0700 directory for one compile's FIFOs and outputs.
 
   On tmpfs (/dev/shm) when usable: creating and removing the directory there costs
-  ~0.05 ms instead of ~1.6 ms on the ext4 /tmp here. MLGO_ENV_TMPDIR or an explicitly
-  set tempfile.tempdir take precedence.
+  ~0.05 ms instead of ~1.6 ms on the ext4 /tmp here. MLGO_ENV_TMPDIR takes precedence.
   """
   global _use_shm
-  explicit = os.environ.get("MLGO_ENV_TMPDIR") or tempfile.tempdir
+  explicit = os.environ.get("MLGO_ENV_TMPDIR")
   if explicit:
     return tempfile.mkdtemp(prefix="mlgo-env-", dir=explicit)
   if _use_shm is not False:

@@ -144,7 +144,6 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
   """corpus_dir: a corpus, or a prepared corpus (llc problems prepare one if given a
   corpus). Returns the summary (also written to OUTPUT/summary.json)."""
   stream = stream or sys.stdout
-  from mlgo.training import ppo  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)
   corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=sys.stderr)
   if split == "all":

@@ -1,43 +1,12 @@
 """Small deterministic policies in the training format (policy.json, weights.npz,
 saved_policy/), used to test and benchmark the release path before, or independently
-of, a trained policy. Written with mlgo.training's own saver so the format is the real one.
+of, a trained policy. Written with mlgo.policy's own saver so the format is the real one.
 """
 import pathlib
 
 import numpy as np
 
-# The compiler's feature lists (what LLVM 22's interactive headers announce), used when
-# mlgo.problems is not importable. Inlining excludes `inlining_default` (the heuristic's
-# answer, sent only with -inliner-interactive-include-default).
-_INLINING = [
-    "sroa_savings", "sroa_losses", "load_elimination", "call_penalty", "call_argument_setup",
-    "load_relative_intrinsic", "lowered_call_arg_setup", "indirect_call_penalty",
-    "jump_table_penalty", "case_cluster_penalty", "switch_default_dest_penalty",
-    "switch_penalty", "unsimplified_common_instructions", "num_loops", "dead_blocks",
-    "simplified_instructions", "constant_args", "constant_offset_ptr_args", "callsite_cost",
-    "cold_cc_penalty", "last_call_to_static_bonus", "is_multiple_blocks", "nested_inlines",
-    "nested_inline_cost_estimate", "threshold", "callee_basic_block_count", "callsite_height",
-    "node_count", "nr_ctant_params", "cost_estimate", "edge_count", "caller_users",
-    "caller_conditionally_executed_blocks", "caller_basic_block_count",
-    "callee_conditionally_executed_blocks", "callee_users", "is_callee_avail_external",
-    "is_caller_avail_external"]
-_EVICT_INT = {"mask", "is_free", "is_hint", "is_local", "max_stage", "min_stage"}
-_EVICTION = [
-    "mask", "is_free", "nr_urgent", "nr_broken_hints", "is_hint", "is_local",
-    "nr_rematerializable", "nr_defs_and_uses", "weighed_reads_by_max", "weighed_writes_by_max",
-    "weighed_read_writes_by_max", "weighed_indvars_by_max", "hint_weights_by_max",
-    "start_bb_freq_by_max", "end_bb_freq_by_max", "hottest_bb_freq_by_max", "liverange_size",
-    "use_def_density", "max_stage", "min_stage"]
-
-BUILTIN_FEATURES = {
-    "inlining": [{"name": n, "dtype": "int64", "shape": [1]} for n in _INLINING],
-    "regalloc_eviction": [{"name": n, "dtype": "int64" if n in _EVICT_INT else "float32",
-                           "shape": [1, 33]} for n in _EVICTION]
-                         + [{"name": "progress", "dtype": "float32", "shape": [1]}],
-    "regalloc_priority": [{"name": "li_size", "dtype": "int64", "shape": [1]},
-                          {"name": "stage", "dtype": "int64", "shape": [1]},
-                          {"name": "weight", "dtype": "float32", "shape": [1]}],
-}
+# A flat MLP per problem (not the trained architectures): output name, dtype, width.
 _OUTPUT = {"inlining": ("inlining_decision", "int64", 2),
            "inlining_ir2vec": ("inlining_decision", "int64", 2),
            "regalloc_eviction": ("index_to_evict", "int64", 33),
@@ -45,19 +14,10 @@ _OUTPUT = {"inlining": ("inlining_decision", "int64", 2),
 
 
 def problem_features(problem: str) -> list[dict]:
-  """Feature list of a problem: mlgo.problems' when available, else the built-in one."""
-  try:
-    from mlgo import problems  # pylint: disable=import-outside-toplevel
-    feats = problems.get_problem(problem).features
-    out = []
-    for f in feats:
-      dt = np.dtype(f.dtype).name
-      out.append({"name": f.name, "dtype": dt, "shape": [int(d) for d in f.shape]})
-    if out:
-      return out
-  except Exception:  # pylint: disable=broad-except
-    pass
-  return [dict(f) for f in BUILTIN_FEATURES[problem]]
+  """The policy-visible features of a problem (mlgo.problems), as policy.json lists them."""
+  from mlgo import problems  # pylint: disable=import-outside-toplevel
+  return [{"name": f.name, "dtype": np.dtype(f.dtype).name, "shape": [int(d) for d in f.shape]}
+          for f in problems.get_problem(problem).features]
 
 
 def make_tiny_policy(problem: str, out_dir, seed: int = 0, hidden: int = 16,

@@ -395,11 +395,11 @@ def eviction_architecture(feature_names, norms: dict, hidden=(64, 32)) -> dict:
           "output_dtype": "int64", "num_actions": COLUMNS}
 
 
-def init_eviction_weights(config: dict, seed: int = 0) -> dict:
+def _he_mlp_one_output(hidden, input_dim: int, seed: int) -> dict:
+  """He-normal hidden layers and a near-zero single output (scores start almost equal)."""
   rng = np.random.default_rng(seed)
-  d = config["n_column_features"] * E + E
-  w = {}
-  for i, hdim in enumerate(config["hidden"]):
+  w, d = {}, input_dim
+  for i, hdim in enumerate(hidden):
     w[f"hidden_{i}/kernel"] = (rng.standard_normal((d, hdim)) * np.sqrt(2.0 / d)).astype(
         np.float32)
     w[f"hidden_{i}/bias"] = np.zeros(hdim, np.float32)
@@ -409,22 +409,18 @@ def init_eviction_weights(config: dict, seed: int = 0) -> dict:
   return w
 
 
+def init_eviction_weights(config: dict, seed: int = 0) -> dict:
+  return _he_mlp_one_output(config["hidden"], config["n_column_features"] * E + E, seed)
+
+
 def priority_architecture(hidden=(32, 32), init_std: float = 0.5) -> dict:
   return {"type": PriorityLog2Normal.TYPE, "hidden": [int(h) for h in hidden],
           "output_name": "priority", "output_dtype": "float32", "init_std": init_std}
 
 
 def init_priority_weights(config: dict, n_inputs: int, seed: int = 0) -> dict:
-  rng = np.random.default_rng(seed)
-  d = n_inputs
-  w = {}
-  for i, hdim in enumerate(config["hidden"]):
-    w[f"hidden_{i}/kernel"] = (rng.standard_normal((d, hdim)) * np.sqrt(2.0 / d)).astype(
-        np.float32)
-    w[f"hidden_{i}/bias"] = np.zeros(hdim, np.float32)
-    d = hdim
-  w["out/kernel"] = (rng.standard_normal((d, 1)) * 0.01).astype(np.float32)
-  w["out/bias"] = np.array([24.0], np.float32)
+  w = _he_mlp_one_output(config["hidden"], n_inputs, seed)
+  w["out/bias"] = np.array([24.0], np.float32)   # log2 priorities start near 2 ** 24
   s = float(config.get("init_std", 0.5))
   w["std/bias"] = np.array([np.log(np.expm1(s))], np.float32)
   return w

@@ -41,14 +41,15 @@ class Problem:
   trainer, evaluator and exporter need to know about it, and nothing they share.
 
   Compiling (mlgo.env):
-    channel_flags(base)        flags that enable the interactive channel at BASE.{in,out};
-                               for clang they are wrapped in -mllvm.
+    channel_flags(base, default_policy)  flags that enable the interactive channel at
+                               BASE.{in,out} (for clang wrapped in -mllvm).
     prepare(obs, version)      turns the compiler's raw feature dict into what the policy
                                sees; returns (features, default_action or None). Handles
                                version quirks (LLVM 19's inliner default).
     default_action(obs)        the decision DefaultPolicy answers for a prepared obs.
     validate(action, obs)      (action, corrected: bool): a valid action for obs.
-    reward(module, outputs)    the reward dict of a finished compile (reward_fn).
+    reward_fn(outputs)         the reward dict of a finished compile, from its object
+                               file and (remarks_filter set) its optimization remarks.
     default_on_channel         True: DefaultPolicy on the channel is the compiler's own
                                default (inlining); False: it is only default-equivalent,
                                so the default's scores come from a compile without the

@@ -1,0 +1,50 @@
+"""Tools keep their temporary files (TensorFlow's autograph files among them) in a
+private directory that is gone after the tool exits or, if it was killed, after the
+next tool starts."""
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+
+CHILD = """
+import sys, tempfile, time
+from mlgo.util.files import private_tempdir
+d = private_tempdir()
+import tensorflow as tf
+@tf.function
+def f(x):
+  if x > 0:
+    return x + 1
+  return x - 1
+f(tf.constant(1.0))
+open(tempfile.mktemp(), "w").write("x")
+print(d, flush=True)
+if sys.argv[1] == "hang":
+  time.sleep(600)
+"""
+
+
+def _run(home, mode):
+  script = home / "child.py"   # autograph needs the source in a file
+  script.write_text(CHILD)
+  env = dict(os.environ, MLGO_HOME=str(home / "mlgo"), PYTHONPATH=os.pathsep.join(sys.path))
+  return subprocess.Popen([sys.executable, str(script), mode], env=env,
+                          stdout=subprocess.PIPE, text=True)
+
+
+def test_clean_exit_and_killed_tool_leave_nothing(tmp_path):
+  p = _run(tmp_path, "exit")
+  d = pathlib.Path(p.stdout.readline().strip())
+  assert p.wait() == 0
+  assert d.parent == tmp_path / "mlgo" / "tmp" and not d.exists()
+  p = _run(tmp_path, "hang")
+  d = pathlib.Path(p.stdout.readline().strip())
+  assert any(d.glob("__autograph_generated_file*.py"))   # autograph wrote there, not /tmp
+  p.send_signal(signal.SIGKILL)
+  p.wait()
+  assert d.exists()   # a killed process cleans nothing ...
+  p = _run(tmp_path, "exit")
+  p.stdout.readline()
+  assert p.wait() == 0
+  assert not d.exists() and not list((tmp_path / "mlgo" / "tmp").iterdir())   # ... the next tool does
