@@ -32,7 +32,8 @@ def main(argv=None):
       p = repo_root() / policy
     policy = p
   from mlgo import corpus  # pylint: disable=import-outside-toplevel
-  corpus_dir = corpus.corpus_arg(a.corpus, a.problem)
+  from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
+  corpus_dir = corpus.corpus_arg(a.corpus, get_problem(a.problem).corpus_opt)
   evaluation.evaluate(a.problem, corpus_dir, policy, user_path(a.output), split=a.split,
                       jobs=a.jobs, timeout=a.timeout)
   return 0

@@ -3,6 +3,8 @@
   bazel run //tools:generate_default_trace -- --corpus=DIR --problem=inlining --output=DIR \
       [--sampling_rate=R] [--jobs=N]
 Appendable: modules already in --output are skipped, so an interrupted run can resume.
+Problems whose channel does not send the default's decision (regalloc) trace the
+prepared corpus with the tracer plugin (cc/regalloc_trace).
 """
 import argparse
 import sys
@@ -22,11 +24,14 @@ def main(argv=None):
   ap.add_argument("--timeout", type=float, default=300.0, help="per-compile timeout (s)")
   ap.add_argument("--split", default="train", choices=["train", "heldout", "all"])
   ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--max_decisions_per_module", type=int, default=0,
+                  help="keep a seeded sample of at most this many decisions per module")
   a = ap.parse_args(argv)
   from mlgo.training import trace  # pylint: disable=import-outside-toplevel
   stats = trace.generate_default_trace(user_path(a.corpus), a.problem, user_path(a.output),
                                        sampling_rate=a.sampling_rate, jobs=a.jobs,
-                                       timeout=a.timeout, seed=a.seed, split=a.split)
+                                       timeout=a.timeout, seed=a.seed, split=a.split,
+                                       max_decisions_per_module=a.max_decisions_per_module)
   return 0 if stats["modules"] > 0 or stats["failed"] == 0 else 1
 
 

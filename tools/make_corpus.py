@@ -10,6 +10,7 @@ import sys
 
 from mlgo.corpus import build
 from mlgo.corpus import format as fmt
+from mlgo.corpus import sources
 from mlgo.util import cli
 
 
@@ -18,7 +19,7 @@ def main(argv=None) -> int:
   p.add_argument("--output", help="corpus directory to write (replaced if it exists)")
   p.add_argument("--packages", default="@default",
                  help="comma-separated Debian source packages; @default and @extra stand "
-                 "for the package sets in mlgo.corpus.build (default: %(default)s)")
+                 "for the package sets in mlgo.corpus.sources (default: %(default)s)")
   p.add_argument("--opt", default="Oz", help="optimization level: Oz (inlining) or O2 "
                  "(regalloc); default %(default)s")
   p.add_argument("--jobs", type=int, default=2, help="parallel compiles (default 2)")
@@ -46,7 +47,7 @@ def main(argv=None) -> int:
             f"{stats['packages_with_modules']} packages, {stats['skipped']} unusable "
             f"(listed in {out / 'skipped.txt'})")
     else:
-      packages = build.expand_packages(a.packages)
+      packages = sources.expand_packages(a.packages)
       stats = build.make_corpus(out, packages, opt=a.opt, jobs=a.jobs,
                                 llvm_version=a.llvm_version,
                                 cache=cli.user_path(a.cache) if a.cache else None)

@@ -17,7 +17,7 @@ def main(argv=None):
   ap.add_argument("--epochs", type=int, default=4)
   ap.add_argument("--batch_size", type=int, default=256)
   ap.add_argument("--learning_rate", type=float, default=1e-3)
-  ap.add_argument("--hidden", default="64,64", help="hidden layer sizes")
+  ap.add_argument("--hidden", default="", help="hidden layer sizes (default: the problem's)")
   ap.add_argument("--heldout_fraction", type=float, default=0.1)
   ap.add_argument("--seed", type=int, default=0)
   ap.add_argument("--label_smoothing", type=float, default=0.1,
@@ -31,13 +31,17 @@ def main(argv=None):
   a = ap.parse_args(argv)
   from mlgo.training import bc  # pylint: disable=import-outside-toplevel
   m = bc.train_bc(user_path(a.trace), user_path(a.output),
-                  hidden=[int(x) for x in a.hidden.split(",") if x], epochs=a.epochs,
+                  hidden=[int(x) for x in a.hidden.split(",") if x] or None, epochs=a.epochs,
                   batch_size=a.batch_size, learning_rate=a.learning_rate,
                   heldout_fraction=a.heldout_fraction, seed=a.seed,
                   label_smoothing=a.label_smoothing, explore_eps=a.explore_eps,
                   explore_tau=a.explore_tau,
                   teacher=user_path(a.teacher) if a.teacher else None)
-  print(f"heldout_accuracy={m['heldout_accuracy']:.4f} train_accuracy={m['train_accuracy']:.4f}")
+  if "heldout_accuracy" in m:
+    print(f"heldout_accuracy={m['heldout_accuracy']:.4f} train_accuracy={m['train_accuracy']:.4f}")
+  else:
+    print(f"heldout_order_agreement={m['heldout_order_agreement']:.4f} "
+          f"train_order_agreement={m['train_order_agreement']:.4f}")
   return 0
 
 

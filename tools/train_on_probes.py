@@ -26,13 +26,14 @@ def main(argv=None):
   ap.add_argument("--weight_cap", type=float, default=4.0)
   ap.add_argument("--seed", type=int, default=0)
   a = ap.parse_args(argv)
-  from mlgo.training import rollouts  # pylint: disable=import-outside-toplevel
-  m = rollouts.train_on_probes(user_path(a.policy),
-                               [user_path(p) for p in a.probes.split(",") if p],
-                               user_path(a.output), epochs=a.epochs,
-                               learning_rate=a.learning_rate, probe_weight=a.probe_weight,
-                               weight_unit=a.weight_unit, weight_cap=a.weight_cap,
-                               seed=a.seed)
+  from mlgo.training import probe_tuning  # pylint: disable=import-outside-toplevel
+  m = probe_tuning.train_on_probes(user_path(a.policy),
+                                   [user_path(p) for p in a.probes.split(",") if p],
+                                   user_path(a.output), epochs=a.epochs,
+                                   learning_rate=a.learning_rate,
+                                   probe_weight=a.probe_weight,
+                                   weight_unit=a.weight_unit, weight_cap=a.weight_cap,
+                                   seed=a.seed)
   print(f"heldout_probe_agreement={m['after']['heldout_probe'][0]:.4f} "
         f"(before {m['before']['heldout_probe'][0]:.4f})")
   return 0

@@ -26,11 +26,11 @@ def main(argv=None):
   ap.add_argument("--timeout", type=float, default=300.0, help="seconds per compile")
   a = ap.parse_args(argv)
   from mlgo import corpus  # pylint: disable=import-outside-toplevel
-  from mlgo.training import rollouts  # pylint: disable=import-outside-toplevel
-  s = rollouts.widen_probes(user_path(a.probes), corpus.corpus_arg(a.corpus), a.problem,
-                            user_path(a.output),
-                            policy_dir=user_path(a.policy) if a.policy else None,
-                            jobs=a.jobs, timeout=a.timeout)
+  from mlgo.training import probe_widening  # pylint: disable=import-outside-toplevel
+  s = probe_widening.widen_probes(user_path(a.probes), corpus.corpus_arg(a.corpus),
+                                  a.problem, user_path(a.output),
+                                  policy_dir=user_path(a.policy) if a.policy else None,
+                                  jobs=a.jobs, timeout=a.timeout)
   return 0 if s["modules"] or not s["failed"] else 1
 
 

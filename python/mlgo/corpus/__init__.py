@@ -19,16 +19,13 @@ def default_corpus(llvm_version: int | None = None, opt: str = "Oz", **kwargs):
   return build.default_corpus(llvm_version, opt=opt, **kwargs)
 
 
-def corpus_arg(value, problem: str = "inlining"):
+def corpus_arg(value, opt: str = "Oz"):
   """A tool's --corpus value: that directory (relative to where the user ran the tool),
-  or the default corpus when it is not given (at -O2 for the llc problems, which
-  allocate registers for -O2 code)."""
+  or the default corpus at -O`opt` (a problem's `corpus_opt`) when it is not given."""
   if value:
     from mlgo.util.cli import user_path  # pylint: disable=import-outside-toplevel
     return user_path(value)
-  if str(problem).startswith("regalloc"):
-    return default_corpus(22, opt="O2")
-  return default_corpus()
+  return default_corpus(22, opt=opt) if opt != "Oz" else default_corpus()
 
 
 __all__ = ["Corpus", "CorpusError", "CorpusModule", "CorpusProblem", "CorpusWriter",

@@ -23,7 +23,7 @@ from typing import Optional
 
 from mlgo.env import core, modules as modules_lib
 from mlgo.env.policies import DefaultPolicy, MLPPolicy, ShadowPolicy
-from mlgo.problems import inlining as inlining_problem
+from mlgo.problems import get_problem, inlining as inlining_problem
 from mlgo.util import cli
 from mlgo.util import toolchain as toolchain_lib
 from mlgo.util.progress import Progress
@@ -128,8 +128,9 @@ def bench_problem(problem: str, mods, *, llvm_version: int, repeats: int, workdi
   shadow = ShadowPolicy(MLPPolicy(problem, seed=seed), problem)
   obj = os.path.join(workdir, "plain.o")
   prog = Progress(f"bench {problem}", total=len(mods), stream=stream)
+  llc = get_problem(problem).tool == "llc"
   for m in mods:
-    if problem != "inlining":
+    if llc:
       try:
         m = modules_lib.llc_input(m, workdir, tc.clang)
       except RuntimeError:

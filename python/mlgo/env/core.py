@@ -1,26 +1,16 @@
 """compile_module: run the compiler with the interactive channel and a policy in the loop.
 
-Channel plumbing (LLVM's InteractiveModelRunner): the compiler writes observations to
-BASE.out and reads each answer from BASE.in; which one it opens first differs between
-versions (LLVM 22 opens BASE.in first and would block there until a writer appears). We
-never block on an open: BASE.in is opened O_RDWR (never blocks on Linux, and lets the
-compiler's open succeed at once), BASE.out O_RDONLY|O_NONBLOCK; then one poll() waits
-for the first observation bytes or the compiler's exit (a pidfd in the same poll set),
-so a compiler that exits without opening the channel (no decisions to make, unreadable
-bitcode, bad flags) is noticed at once and one that hangs hits the timeout, without
-spinning. After that reads block; a watchdog thread kills the compiler's process group
-at the deadline, which ends any blocked read with EOF. The FIFOs live in a private
-mkdtemp directory (mode 0700) that is removed in `finally`, as is the process group.
+One loop for every problem: clang or llc (prepared llc-only modules too), the policy
+answering each observation, the problem's reward from the compiler's outputs, the
+default tracer plugin as an option. The process, FIFO and deadline handling is in
+mlgo.env.process; this module reads observations, answers them and scores the result.
 """
 import dataclasses
-import errno
 import os
-import select
 import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from typing import Optional
 
@@ -28,13 +18,13 @@ import numpy as np
 
 from mlgo import log as log_lib
 from mlgo.env import modules as modules_lib
+from mlgo.env.process import Process, open_channel
 from mlgo.env import tracer as tracer_lib
 from mlgo.env.policies import CompilerDefault, DefaultPolicy
 from mlgo.problems import get_problem
 from mlgo.util import toolchain as toolchain_lib
 
 DEFAULT_TIMEOUT = 300.0
-_STDERR_TAIL = 1500
 
 
 @dataclasses.dataclass
@@ -82,154 +72,6 @@ class _Tee:
     return b
 
   read = read1
-
-
-def _signal_name(rc: int) -> str:
-  try:
-    return signal.Signals(-rc).name
-  except ValueError:
-    return f"signal {-rc}"
-
-
-class _Process:
-  """The compiler in its own process group, with a deadline watchdog."""
-
-  def __init__(self, argv, stderr_path, deadline):
-    self.stderr_path = stderr_path
-    self.timed_out = False
-    with open(stderr_path, "wb") as err:
-      self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=err, start_new_session=True, close_fds=True,
-                                   preexec_fn=_die_with_parent)
-    self._done = threading.Event()
-    self._watchdog = threading.Thread(target=self._watch, args=(deadline,), daemon=True)
-    self._watchdog.start()
-
-  def _watch(self, deadline):
-    if not self._done.wait(max(0.0, deadline - time.monotonic())):
-      # Kill the whole group even if the compiler itself has exited: a child it forked
-      # may still hold the channel open.
-      self.timed_out = True
-      self.kill()
-
-  def kill(self):
-    try:
-      os.killpg(self.proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-      pass
-
-  def poll(self):
-    return self.proc.poll()
-
-  def finish(self, deadline) -> int:
-    """Waits for exit until the deadline (then kills); stops the watchdog."""
-    # A blocking waitpid (Popen.wait with a timeout polls with sleeps up to 50 ms);
-    # the watchdog kills the group at the deadline, which ends this wait.
-    del deadline
-    rc = self.proc.wait()
-    self.close()
-    return rc
-
-  def close(self):
-    """Kills whatever is left of the process group and reaps the compiler."""
-    self._done.set()
-    self.kill()  # also strays the compiler may have forked into its group
-    try:
-      self.proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-      pass
-    self._watchdog.join(timeout=1)
-    # Wait (briefly) until the group's other members are gone too.
-    end = time.monotonic() + 1.0
-    while time.monotonic() < end:
-      try:
-        os.killpg(self.proc.pid, 0)
-      except (ProcessLookupError, PermissionError):
-        break
-      if not group_members(self.proc.pid):  # only zombies left (init reaps them)
-        break
-      time.sleep(0.002)
-
-  def stderr_tail(self) -> str:
-    try:
-      with open(self.stderr_path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        f.seek(max(0, size - _STDERR_TAIL))
-        return f.read().decode("utf-8", "replace").strip()
-    except OSError:
-      return ""
-
-  def exit_reason(self, rc: int, before_channel: bool = False) -> str:
-    where = " before opening the interactive channel" if before_channel else ""
-    what = (f"compiler killed by {_signal_name(rc)}{where}" if rc < 0 else
-            f"compiler exited with status {rc}{where}")
-    tail = self.stderr_tail()
-    return f"{what}: {tail}" if tail else what
-
-
-def _die_with_parent():
-  """The compiler gets SIGKILL if our process dies: a killed driver must not leave it
-  spinning on its closed channel (InteractiveModelRunner retries reads at EOF)."""
-  try:
-    import ctypes  # pylint: disable=import-outside-toplevel
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
-  except OSError:
-    pass
-
-
-def group_members(pgid: int) -> list[int]:
-  """Live (non-zombie) processes of process group `pgid`, from /proc."""
-  out = []
-  for entry in os.listdir("/proc"):
-    if not entry.isdigit():
-      continue
-    try:
-      with open(f"/proc/{entry}/stat", "rb") as f:
-        stat = f.read()
-    except OSError:
-      continue
-    fields = stat[stat.rfind(b")") + 2:].split()
-    if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-      out.append(int(entry))
-  return out
-
-
-def _open_channel(base: str, proc: _Process, deadline: float):
-  """(rfd, wfd, exited_rc|None): waits, without spinning, until the compiler has written
-  its first bytes, has exited, or the deadline passed.
-
-  BASE.in is opened O_RDWR: that never blocks on Linux and makes the compiler's open for
-  reading succeed at once whichever end it opens first (we never read from it; if the
-  compiler dies, we learn it from BASE.out's EOF). BASE.out is opened O_RDONLY|O_NONBLOCK.
-  A pidfd in the same poll set reports the compiler's exit immediately.
-  """
-  wfd = os.open(base + ".in", os.O_RDWR | os.O_NONBLOCK)
-  rfd = os.open(base + ".out", os.O_RDONLY | os.O_NONBLOCK)
-  poller = select.poll()
-  poller.register(rfd, select.POLLIN)
-  pidfd = None
-  try:
-    pidfd = os.pidfd_open(proc.proc.pid)
-    poller.register(pidfd, select.POLLIN)
-  except (AttributeError, OSError):  # no pidfd: poll the process every 10 ms
-    pass
-  try:
-    while True:
-      left = deadline - time.monotonic()
-      if left <= 0:
-        return rfd, wfd, None  # the caller reports the timeout
-      ready = poller.poll(min(left * 1000.0, 10.0 if pidfd is None else 1000.0))
-      if any(fd == rfd for fd, _ in ready):
-        return rfd, wfd, None
-      rc = proc.poll()
-      if rc is not None:
-        if poller.poll(0) and any(fd == rfd for fd, _ in poller.poll(0)):
-          return rfd, wfd, None  # wrote and exited: the reader sees the bytes, then EOF
-        return rfd, wfd, rc
-  finally:
-    if pidfd is not None:
-      os.close(pidfd)
 
 
 def _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags, default_policy,
@@ -504,10 +346,10 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
     argv, obj, remarks = _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags,
                                     isinstance(policy, DefaultPolicy), trace_log,
                                     llvm_version)
-    proc = _Process(argv, os.path.join(tmp, "stderr.txt"), deadline)
+    proc = Process(argv, os.path.join(tmp, "stderr.txt"), deadline)
     early_rc = None
     if channel:
-      rfd, wfd_holder[0], early_rc = _open_channel(base, proc, deadline)
+      rfd, wfd_holder[0], early_rc = open_channel(base, proc, deadline)
     order = []
     if early_rc is not None and proc.timed_out:  # the watchdog was first
       return fail(f"timeout after {timeout:g}s (the compiler never opened the channel)")

@@ -7,7 +7,6 @@ own decision (version quirks already resolved).
 import numpy as np
 
 from mlgo.problems import get_problem
-from mlgo.problems import regalloc as _regalloc
 
 
 def _problem_of(obs: dict) -> str:
@@ -49,22 +48,18 @@ class DefaultPolicy:
 
 
 class RandomPolicy:
-  """Uniformly random valid decisions (seeded): inline or not; a masked-valid column;
-  a priority uniform in [0, 2 * li_size]."""
+  """Uniformly random valid decisions (seeded), by the problem's own rule
+  (Problem.random_action): inline or not; a masked-valid column; a priority uniform in
+  [0, 2 * li_size + 1]."""
 
   def __init__(self, seed: int = 0, problem=None):
     self.rng = np.random.default_rng(seed)
-    self._kind = get_problem(problem).name if problem else None
+    self._problem = get_problem(problem) if problem else None
 
   def act(self, observation: dict):
-    kind = self._kind or _problem_of(observation)
-    if kind.startswith("inlining"):
-      return np.int64(self.rng.integers(0, 2))
-    if kind == "regalloc_eviction":
-      valid = np.flatnonzero(observation["mask"].reshape(-1))
-      return np.int64(self.rng.choice(valid) if valid.size else _regalloc.CANDIDATE_COLUMN)
-    size = float(observation["li_size"].reshape(-1)[0])
-    return np.float32(self.rng.uniform(0.0, 2.0 * size + 1.0))
+    if self._problem is None:
+      self._problem = get_problem(_problem_of(observation))
+    return self._problem.random_action(observation, self.rng)
 
 
 class ShadowPolicy:
@@ -95,11 +90,17 @@ class MLPPolicy:
     self.problem = get_problem(problem)
     rng = np.random.default_rng(seed)
     self.names = self.problem.feature_names
-    self.kind = self.problem.name
-    if self.kind == "regalloc_eviction":
-      self.col_names = [f.name for f in self.problem.features if f.shape == (1, 33)]
-      n_in = len(self.col_names) + 1  # + progress broadcast
-      self.x = np.zeros((33, n_in), np.float32)
+    act = self.problem.action
+    self.integer = np.issubdtype(act.dtype, np.integer)
+    n_act = int(act.high - act.low + 1) if self.integer else 1
+    # Columnar problems (eviction): features of shape [1, number of actions], scored per
+    # column; the scalar ones are broadcast to every column.
+    self.col_names = [f.name for f in self.problem.features if f.shape == (1, n_act)]
+    self.columnar = self.integer and n_act > 2 and bool(self.col_names)
+    if self.columnar:
+      self.scalar_names = [n for n in self.names if n not in self.col_names]
+      n_in = len(self.col_names) + len(self.scalar_names)
+      self.x = np.zeros((n_act, n_in), np.float32)
     else:
       n_in = len(self.names)
       self.x = np.zeros((n_in,), np.float32)
@@ -115,15 +116,19 @@ class MLPPolicy:
     return x
 
   def act(self, observation: dict):
-    if self.kind == "regalloc_eviction":
+    act = self.problem.action
+    if self.columnar:
       x = self.x
-      x[:, :-1] = np.concatenate([observation[n] for n in self.col_names]).T
-      x[:, -1] = observation["progress"][0]
+      k = len(self.col_names)
+      x[:, :k] = np.concatenate([observation[n] for n in self.col_names]).T
+      for i, n in enumerate(self.scalar_names):
+        x[:, k + i] = np.asarray(observation[n]).reshape(-1)[0]
       scores = self._forward(x)[:, 0]
-      return np.int64(int(np.argmax(scores)))
-    x = np.concatenate([observation[n] for n in self.names]).astype(np.float32)
+      return act.dtype.type(int(act.low) + int(np.argmax(scores)))
+    x = np.concatenate([np.asarray(observation[n]).reshape(-1) for n in self.names]
+                       ).astype(np.float32)
     np.log1p(np.abs(x), out=x)
     out = float(self._forward(x)[0])
-    if self.kind == "inlining":
-      return np.int64(out > 0.0)
-    return np.float32(abs(out) * 1000.0)
+    if self.integer:
+      return act.dtype.type(act.high if out > 0.0 else act.low)
+    return act.dtype.type(abs(out) * 1000.0)

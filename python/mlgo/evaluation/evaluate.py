@@ -91,13 +91,16 @@ def _pct(policy, default):
 
 def summary_line(problem_name: str, modules: int, keys: int, default: float, policy: float,
                  regressions: int) -> str:
+  """Per-module scores (inlining): `modules=N default_text=B policy_text=B ...`;
+  per-function scores (regalloc): `modules=N functions=F default_cost=C ...`."""
+  p = problems_lib.get_problem(problem_name)
   change = _pct(policy, default)
-  if problem_name.startswith("inlining"):
-    return (f"modules={modules} default_text={int(round(default))} "
-            f"policy_text={int(round(policy))} change={change:+.2f}% "
+  if p.key == "module":
+    return (f"modules={modules} default_{p.score_name}={int(round(default))} "
+            f"policy_{p.score_name}={int(round(policy))} change={change:+.2f}% "
             f"regressions={regressions}")
-  return (f"modules={modules} functions={keys} default_cost={default:.1f} "
-          f"policy_cost={policy:.1f} change={change:+.2f}% regressions={regressions}")
+  return (f"modules={modules} {p.key}s={keys} default_{p.score_name}={default:.1f} "
+          f"policy_{p.score_name}={policy:.1f} change={change:+.2f}% regressions={regressions}")
 
 
 def _table(rows, group, stream):
@@ -157,9 +160,9 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
     ref, policy_name = "default", "default"
   else:
     ref = work.policy_ref(str(policy), greedy=True)
-    if problem_name == "inlining" and ref[0]["problem"].startswith("inlining_"):
-      # A variant of inlining (same decisions and reward, more features, e.g.
-      # inlining_ir2vec): run it as the policy needs; the default side is the same.
+    if problems_lib.get_problem(ref[0]["problem"]).variant_of == problem_name:
+      # A variant (same decisions and reward, more features, e.g. inlining_ir2vec of
+      # inlining): run it as the policy needs; the default side is the same.
       print(f"evaluate: {policy} is an {ref[0]['problem']} policy; evaluating as "
             f"{ref[0]['problem']}", file=sys.stderr)
       problem_name = ref[0]["problem"]
@@ -175,6 +178,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
   progress = Progress("evaluate", len(modules), stream=sys.stderr)
   rows, failed = [], []
   decisions = corrections = 0
+  ok_names = set()   # compiled by both sides (a module may have no keys: no spill code)
   missing = problem.missing_score
   from mlgo.util.cli import mlgo_home  # pylint: disable=import-outside-toplevel
   cache = DefaultCache(mlgo_home() / "eval_cache" / f"default-{problem_name}.json")
@@ -200,6 +204,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
         continue
       decisions += p["decisions"]
       corrections += p.get("corrections", 0)
+      ok_names.add(m.name)
       keys = list(d["scores"])
       if missing is not None:  # a key absent from one compile has the missing score
         keys += [k for k in p["scores"] if k not in d["scores"]]
@@ -232,7 +237,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
       wr = csv.DictWriter(f, fieldnames=["module", "reason"])
       wr.writeheader()
       wr.writerows(failed)
-  ok_modules = len({r["module"] for r in rows})
+  ok_modules = len(ok_names)
   dsum = sum(r["default"] for r in rows)
   psum = sum(r["policy"] for r in rows)
   regressions = sum(r["regression"] for r in rows)

@@ -90,6 +90,9 @@ class Problem:
   default_hidden: Sequence[int] = (64, 64)
   exploration_fn: Optional[Callable] = None
   score_name: str = "score"                       # "text" (bytes) or "cost" in reports
+  random_fn: Optional[Callable] = None            # (obs, rng) -> a random valid action
+  corpus_opt: str = "Oz"                          # the default corpus' -O level
+  variant_of: Optional[str] = None                # same decisions/reward, more features
 
   @property
   def feature_names(self) -> list[str]:
@@ -133,6 +136,15 @@ class Problem:
     if self.exploration_fn is None:
       return None
     return self.exploration_fn(features, eps, tau)
+
+  def random_action(self, obs: dict, rng):
+    """A uniformly random valid action (the problem's own rule, else uniform in the
+    action's bounds)."""
+    if self.random_fn is not None:
+      return self.random_fn(obs, rng)
+    if np.issubdtype(self.action.dtype, np.integer):
+      return self.action.cast(rng.integers(int(self.action.low), int(self.action.high) + 1))
+    return self.action.cast(rng.uniform(self.action.low, self.action.high))
 
   def describe(self) -> str:
     lines = [f"problem {self.name} ({self.tool})",

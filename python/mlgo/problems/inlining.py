@@ -95,6 +95,10 @@ def reward(outputs: dict) -> dict:
   return {"text_size": toolchain.text_size(outputs["object"])}
 
 
+def text_size_score(reward_dict):
+  return {"": reward_dict["text_size"]}
+
+
 def exploration_prob(features: dict, eps: float, tau: float):
   """The default inlines iff cost_estimate < threshold. Flipping a call site far from
   that boundary (inlining a callee that costs hundreds over the threshold) nearly always
@@ -138,7 +142,8 @@ def make_problem(with_ir2vec: bool = False) -> Problem:
                           "callee_basic_block_count slot)",
       reward_fn=reward,
       key="module",
-      score_fn=lambda r: {"": r["text_size"]},
+      score_fn=text_size_score,
+      variant_of="inlining" if with_ir2vec else None,
       reward_delta=0.01,
       architecture_fn=architecture,
       default_hidden=(64, 64),

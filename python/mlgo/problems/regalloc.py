@@ -154,6 +154,20 @@ def lowest_valid_column(obs: dict) -> np.int64:
   return np.int64(idx[0] if len(idx) else CANDIDATE_COLUMN)
 
 
+def eviction_random(obs, rng):
+  valid = np.flatnonzero(np.asarray(obs["mask"]).reshape(-1))
+  return np.int64(rng.choice(valid) if valid.size else CANDIDATE_COLUMN)
+
+
+def priority_random(obs, rng):
+  size = float(np.asarray(obs["li_size"]).reshape(-1)[0])
+  return np.float32(rng.uniform(0.0, 2.0 * size + 1.0))
+
+
+def priority_trace_answer(obs):
+  return np.float32(0.0)
+
+
 def reward(outputs: dict) -> dict:
   try:
     with open(outputs["remarks"], "r", encoding="utf-8", errors="replace") as f:
@@ -161,6 +175,10 @@ def reward(outputs: dict) -> dict:
   except (OSError, TypeError):
     text = ""
   return reward_from_remarks(text, [c for c in outputs.get("contexts", ()) if c])
+
+
+def function_costs(reward_dict):
+  return reward_dict["functions"]
 
 
 def _eviction_architecture(features, norms, hidden):
@@ -182,11 +200,12 @@ _SHARED = dict(
     remarks_filter=REMARKS_FILTER,
     default_on_channel=False,
     key="function",
-    score_fn=lambda r: r["functions"],
+    score_fn=function_costs,
     missing_score=0.0,        # no SpillReloadCopies remark: no spill code
     reward_delta=1.0,
     reward_clip=1.0,
     score_name="cost",
+    corpus_opt="O2",
 )
 
 
@@ -203,6 +222,7 @@ def make_eviction_problem() -> Problem:
                           "use_def_density, only if lighter than the candidate (else 32)",
       tracer=Tracer("-regalloc-evict-trace-log", "default_index", "policy_index",
                     lowest_valid_column),
+      random_fn=eviction_random,
       architecture_fn=_eviction_architecture,
       default_hidden=(64, 32),
       **_SHARED,
@@ -221,7 +241,8 @@ def make_priority_problem() -> Problem:
       validate=priority_validate,
       default_description="default-equivalent: priority = li_size",
       tracer=Tracer("-regalloc-priority-trace-log", "default_priority", None,
-                    lambda obs: np.float32(0.0)),
+                    priority_trace_answer),
+      random_fn=priority_random,
       architecture_fn=_priority_architecture,
       default_hidden=(32, 32),
       **_SHARED,

@@ -61,7 +61,8 @@ def train_main(argv=None, problem: str | None = None, default_gin: str | None = 
   import gin  # pylint: disable=import-outside-toplevel
   from mlgo.training import ppo  # pylint: disable=import-outside-toplevel
   from mlgo import corpus  # pylint: disable=import-outside-toplevel
-  corpus_dir = corpus.corpus_arg(a.corpus, a.problem)
+  from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
+  corpus_dir = corpus.corpus_arg(a.corpus, get_problem(a.problem).corpus_opt)
   out = user_path(a.output)
   trainer = ppo.Trainer(corpus_dir, out, problem_name=a.problem,
                         warmstart=user_path(a.warmstart) if a.warmstart else None,
@@ -106,15 +107,16 @@ def pipeline_main(argv=None, problem: str = "regalloc_eviction"):
   parse_and_bind_gin(gin_files, a.gin_bindings)
   import gin  # pylint: disable=import-outside-toplevel
   from mlgo import corpus  # pylint: disable=import-outside-toplevel
+  from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
   from mlgo.training import ppo  # pylint: disable=import-outside-toplevel
   cfg = pipeline.PipelineConfig()
   if a.time_budget is not None:
     cfg.time_budget = a.time_budget
   out = user_path(a.output or f"mlgo_{a.problem}")
   out.mkdir(parents=True, exist_ok=True)
-  rep = pipeline.run(a.problem, corpus.corpus_arg(a.corpus, a.problem), out,
-                     warmstart=user_path(a.warmstart) if a.warmstart else None, cfg=cfg,
-                     ppo_config=ppo.PPOConfig())
+  corpus_dir = corpus.corpus_arg(a.corpus, get_problem(a.problem).corpus_opt)
+  rep = pipeline.run(a.problem, corpus_dir, out, cfg=cfg, ppo_config=ppo.PPOConfig(),
+                     warmstart=user_path(a.warmstart) if a.warmstart else None)
   with open(out / "operative_config.gin", "w") as f:
     f.write(gin.operative_config_str())
   if "eval" in rep:

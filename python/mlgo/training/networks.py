@@ -112,3 +112,24 @@ def set_actor_weights(actor, arch: dict, weights: dict):
       raise ValueError(f"weight {k}: shape {weights[k].shape} does not fit the network "
                        f"({tuple(v.shape)}); was it trained with other layer sizes?")
     v.assign(weights[k])
+
+
+def zero_value_network(observation_spec):
+  """A value network that predicts 0, for PPO without a learned baseline (the rewards
+  are already relative to a per-key baseline)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from tf_agents.networks import network  # pylint: disable=import-outside-toplevel
+
+  class ZeroValueNetwork(network.Network):
+    """Predicts 0: advantages are the (normalized) rewards themselves."""
+
+    def __init__(self, input_tensor_spec):
+      super().__init__(input_tensor_spec, state_spec=(), name="ZeroValueNetwork")
+      self._rank = len(tf.nest.flatten(input_tensor_spec)[0].shape)
+
+    def call(self, observation, step_type=None, network_state=(), training=False):
+      x = tf.nest.flatten(observation)[0]
+      outer = tf.shape(x)[:tf.rank(x) - self._rank]
+      return tf.zeros(outer, tf.float32), network_state
+
+  return ZeroValueNetwork(observation_spec)

@@ -27,7 +27,7 @@ import numpy as np
 from mlgo import corpus as corpus_lib
 from mlgo import problems as problems_lib
 from mlgo.env import work
-from mlgo.training import bc, dataset, networks
+from mlgo.training import bc, dataset, experience, networks, selection
 from mlgo.policy import normalization, policy_io
 from mlgo.util.progress import Progress
 from mlgo.workers import make_pool
@@ -36,25 +36,6 @@ from mlgo.util.files import write_json_atomic
 STATE_VERSION = 1
 
 
-
-
-def _zero_value_network(observation_spec):
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  from tf_agents.networks import network  # pylint: disable=import-outside-toplevel
-
-  class ZeroValueNetwork(network.Network):
-    """Predicts 0: advantages are the (normalized) rewards themselves."""
-
-    def __init__(self, input_tensor_spec):
-      super().__init__(input_tensor_spec, state_spec=(), name="ZeroValueNetwork")
-      self._rank = len(tf.nest.flatten(input_tensor_spec)[0].shape)
-
-    def call(self, observation, step_type=None, network_state=(), training=False):
-      x = tf.nest.flatten(observation)[0]
-      outer = tf.shape(x)[:tf.rank(x) - self._rank]
-      return tf.zeros(outer, tf.float32), network_state
-
-  return ZeroValueNetwork(observation_spec)
 
 
 @gin.configurable
@@ -239,7 +220,7 @@ class Trainer:
       from tf_agents.networks import value_network  # pylint: disable=import-outside-toplevel
       value = value_network.ValueNetwork(obs_spec, fc_layer_params=tuple(self.arch["hidden"]))
     else:
-      value = _zero_value_network(obs_spec)
+      value = networks.zero_value_network(obs_spec)
     self.optimizer = tf.keras.optimizers.Adam(self.cfg.learning_rate)
     self.agent = ppo_clip_agent.PPOClipAgent(
         ts.time_step_spec(obs_spec), action_spec, optimizer=self.optimizer,
@@ -326,84 +307,9 @@ class Trainer:
     return self.problem.scores(result.module_name, result.reward)
 
   def make_experience(self, results, weights):
-    """Per-decision arrays: encoded obs, actions, old dist params, rewards, weights."""
-    st, cfg, problem = self.state, self.cfg, self.problem
-    obs, acts, rewards, wts = [], [], [], []
-    module_rewards, sizes = [], {"policy": 0.0, "default": 0.0}
-    all_scores = [self._scores(res) for res in results]
-    group = {}
-    if cfg.baseline == "group":
-      for sc in all_scores:
-        for k, v in sc.items():
-          group.setdefault(k, []).append(v)
-    old_baselines = dict(st["baselines"])
-    arch = self.encoder.arch
-    for res, scores in zip(results, all_scores):
-      rew = {}
-      for k, s in scores.items():
-        base = old_baselines.get(k)
-        g = group.get(k, [])
-        if len(g) >= 2:
-          base = (sum(g) - s) / (len(g) - 1)
-        if base is None and problem.missing_score is not None and k not in st["default_scores"]:
-          base = st["default_scores"].setdefault(k, s)  # first seen: no spill code before
-        if base is None:
-          continue
-        rew[k] = problem.reward_value(s, base)
-        if k in st["default_scores"]:
-          sizes["policy"] += s
-          sizes["default"] += st["default_scores"][k]
-      if rew:
-        module_rewards.append(float(np.mean(list(rew.values()))))
-      n_mod = sum(len(t.actions) for t in res.trajectories)
-      room = cfg.max_decisions_per_module or n_mod
-      for t in res.trajectories:
-        k = problem.trajectory_key(res.module_name, t)
-        n = len(t.actions)
-        if k not in rew or n == 0 or room <= 0:
-          continue
-        keep = np.arange(n)
-        if n > room:
-          keep = np.sort(self.rng.choice(n, room, replace=False))
-        room -= len(keep)
-        feats = {f: np.asarray(t.features[f])[keep] for f in self.encoder.input_names}
-        obs.append(self.encoder.encode_batch(feats))
-        a = arch.train_actions(np.asarray(t.actions)[keep])
-        m = len(keep)
-        acts.append(a.reshape(m) if a.size == m else a.reshape(m, -1))
-        rewards.append(np.full(m, rew[k], np.float32))
-        if cfg.decision_weighting == "module":
-          w = 1.0 / max(1, n_mod)
-        elif cfg.decision_weighting == "sqrt":
-          w = 1.0 / np.sqrt(max(1, n_mod))
-        else:
-          w = 1.0
-        if cfg.score_weighting_power:
-          d0 = st["default_scores"].get(k, scores[k])
-          w *= (d0 + problem.reward_delta) ** cfg.score_weighting_power
-        wts.append(np.full(m, w, np.float32))
-      # Moving-average baseline of the policy's own scores.
-      mom = cfg.baseline_momentum
-      for k, s in scores.items():
-        if k in st["baselines"]:
-          st["baselines"][k] = mom * st["baselines"][k] + (1 - mom) * s
-        elif k in st["default_scores"]:
-          st["baselines"][k] = mom * st["default_scores"][k] + (1 - mom) * s
-    if not obs:
-      return None, module_rewards, sizes
-    obs = np.concatenate(obs)
-    acts = np.concatenate(acts)
-    wts = np.concatenate(wts)
-    rewards = np.concatenate(rewards)
-    if cfg.max_decisions_per_iteration and len(rewards) > cfg.max_decisions_per_iteration:
-      keep = np.sort(self.rng.choice(len(rewards), cfg.max_decisions_per_iteration,
-                                     replace=False))
-      obs, acts, wts, rewards = obs[keep], acts[keep], wts[keep], rewards[keep]
-    wts = wts * (len(wts) / wts.sum())
-    params = type(arch)(self.spec["architecture"], weights).dist_params(obs)
-    params = {k: v for k, v in params.items() if k in arch.DIST_PARAMS}
-    return {"obs": obs, "actions": acts, "params": params,
-            "rewards": rewards, "weights": wts}, module_rewards, sizes
+    """Per-decision arrays of one iteration (mlgo.training.experience)."""
+    return experience.make_experience(self.problem, self.cfg, self.state, self.encoder,
+                                      self.spec, self.rng, results, weights)
 
   def train_on(self, exp):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -460,42 +366,12 @@ class Trainer:
     shutil.rmtree(old, ignore_errors=True)
 
   def validation_set(self):
-    nd = self.state.get("decisions", {})
-    cap = self.cfg.max_module_decisions or float("inf")
-    have_default = set(self.state.get("default_modules", []))
-    mods = [m for m in self.train_modules if 0 < nd.get(m.name, 0) <= cap
-            and m.name in have_default]
-    rng = np.random.default_rng(self.cfg.seed + 12345)
-    k = min(self.cfg.validation_modules, len(mods))
-    return [mods[i] for i in sorted(rng.choice(len(mods), size=k, replace=False))]
+    return selection.validation_set(self.train_modules, self.state, self.cfg)
 
   def validate(self, weights):
-    """Greedy policy on the validation modules: change vs default (%) by
-    cfg.validation_metric ("total" or "module_mean"), and the compile CPU seconds."""
-    ref = (self.spec, weights, True)
-    pol = dft = 0.0
-    ratios = []
-    cpu = 0.0
-    with make_pool(self.cfg.pool, self.cfg.jobs) as pool:
-      for m in self.validation_set():
-        pool.submit(work.compile_one, m, self.problem_name, ref, None,
-                    self.corpus.llvm_version, self.cfg.compile_timeout, False)
-      for r in pool.results():
-        cpu += r.seconds
-        if r.ok and r.value[0].ok:
-          p_m = d_m = 0.0
-          scores = self._scores(r.value[0])
-          for k, d in self.state["default_scores"].items():
-            if k in scores or (self.problem.missing_score is not None and
-                               k.startswith(r.item[0].name + "::")):
-              p_m += scores.get(k, self.problem.missing_score or 0.0)
-              d_m += d
-          pol += p_m
-          dft += d_m
-          ratios.append((p_m + 1.0) / (d_m + 1.0) - 1.0)
-    if self.cfg.validation_metric == "module_mean":
-      return (float(np.mean(ratios)) * 100.0 if ratios else float("nan")), cpu
-    return ((pol / dft - 1.0) * 100.0 if dft else float("nan")), cpu
+    """Greedy policy on the validation modules: (change vs default in %, CPU seconds)."""
+    return selection.validate(self.problem, self.corpus, self.validation_set(), self.spec,
+                              weights, self.state["default_scores"], self.cfg)
 
   def iteration(self):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -571,17 +447,8 @@ class Trainer:
     return rec
 
   def _keep_if_best(self, val: float, it: int, policy_dir):
-    """best_policy/ becomes a copy of `policy_dir` if its validation is the best yet."""
-    st = self.state
-    best = st.get("best_validation")
-    if val == val and (best is None or val < best["change_pct"]):
-      st["best_validation"] = {"iteration": it, "change_pct": val}
-      tmp = self.output / "best_policy.tmp"
-      shutil.rmtree(tmp, ignore_errors=True)
-      shutil.copytree(policy_dir, tmp)
-      shutil.rmtree(self.output / "best_policy", ignore_errors=True)
-      os.rename(tmp, self.output / "best_policy")
-    b = st.get("best_validation") or {"change_pct": float("nan"), "iteration": None}
+    selection.keep_if_best(self.state, self.output, val, it, policy_dir)
+    b = self.state.get("best_validation") or {"change_pct": float("nan"), "iteration": None}
     print(f"iteration {it}: greedy validation on {len(self.validation_set())} training "
           f"modules {val:+.3f}% vs default ({self.cfg.validation_metric}; best "
           f"{b['change_pct']:+.3f}% at iteration {b['iteration']})", file=self.stream,

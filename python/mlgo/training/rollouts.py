@@ -11,8 +11,10 @@ checked). Cost-sensitive imitation on these probes (AggreVaTe: roll in with the 
 try the other action, roll out with the policy) then moves the policy towards the
 better action where it matters, while cloning its own decisions everywhere else.
 
+This module collects the probes and stores them (ProbeStore); probe_widening re-records
+them with more features, probe_tuning fine-tunes a policy on them.
+
   probe_corpus(...)   -> DIR/probes-NNNNN.npz shards + DIR/index.json (resumable)
-  train_on_probes(...) -> a policy dir fine-tuned from the probed policy
 """
 import hashlib
 import json
@@ -23,7 +25,6 @@ import time
 
 import numpy as np
 
-from mlgo.training import bc
 from mlgo.policy import policy_io
 
 
@@ -46,7 +47,8 @@ class FlipPolicy:
     return a
 
 
-def _module_rng(name: str, seed: int) -> np.random.Generator:
+def module_rng(name: str, seed: int) -> np.random.Generator:
+  """The module's own generator: the same draws for `name` in every run and worker."""
   h = int(hashlib.sha1(f"{seed}:{name}".encode()).hexdigest()[:12], 16)
   return np.random.default_rng(h)
 
@@ -95,7 +97,7 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
                            for f in names], axis=1)
            if n else np.zeros((0, sum(policy.sizes)), np.float64))
   actions = np.asarray(traj.actions, np.int64).reshape(-1) if n else np.zeros(0, np.int64)
-  rng = _module_rng(module.name, seed)
+  rng = module_rng(module.name, seed)
   k = probe_budget(n, max_probes)
   n_rand = int(round(k * random_fraction))
   margins = np.zeros(n)
@@ -265,250 +267,3 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   print("rollout probes: " + " ".join(f"{k}={v if isinstance(v, int) else round(v, 1)}"
                                       for k, v in stats.items()), file=stream)
   return stats
-
-
-def _widen_module(module, spec: dict, weights: dict, problem_name: str, positions,
-                  probe_rows, anchors: int, llvm_version: int, timeout: float, seed: int):
-  """Runs in a worker: the probed policy's greedy compile again, under `problem_name`
-  (a problem whose compiler sends more features), recording every feature it sends."""
-  from mlgo import env, problems  # pylint: disable=import-outside-toplevel
-  problem = problems.get_problem(problem_name)
-  policy = policy_io.Policy(spec, weights, greedy=True)
-  names = [f.name for f in problem.features]
-  rows = []
-
-  class Recorder:
-    def act(self, obs):
-      rows.append(np.concatenate([np.asarray(obs[n], np.float64).reshape(-1) for n in names]))
-      return policy.act(obs)
-  r = env.compile_module(module, problem, Recorder(), llvm_version=llvm_version,
-                         timeout=timeout)
-  if not r.ok:
-    return {"failed": f"greedy compile: {r.reason}"}
-  n = len(rows)
-  width = sum(int(np.prod(f.shape)) for f in problem.features)
-  full = np.array(rows) if n else np.zeros((0, width))
-  # The columns the probed policy saw must be where the probes were taken: the same
-  # compile, so the same states (a stale --policy shows up here as mismatches).
-  cols, at = [], 0
-  for f in problem.features:
-    k = int(np.prod(f.shape))
-    if f.name in policy.input_names:
-      cols.append((policy.input_names.index(f.name), at, k))
-    at += k
-  order = np.concatenate([np.arange(a, a + k) for _, a, k in sorted(cols)])
-  positions = np.asarray(positions, np.int64)
-  ok = np.array([p < n and np.array_equal(full[p, order], probe_rows[j])
-                 for j, p in enumerate(positions)], bool)
-  wide = np.zeros((len(positions), width))
-  wide[ok] = full[positions[ok]]
-  rng = _module_rng(module.name, seed)
-  take = rng.choice(n, size=min(anchors, n), replace=False) if n else np.zeros(0, np.int64)
-  return {"rows": wide, "ok": ok, "anchor_features": full[take], "decisions": n}
-
-
-def widen_probes(src_dir, corpus_dir, problem_name: str, output, *, policy_dir=None,
-                 anchors: int = 200, jobs: int | None = None, timeout: float = 300.0,
-                 seed: int = 0, pool: str = "process", stream=sys.stderr) -> dict:
-  """Copies the probes of `src_dir` into `output` with every feature `problem_name`'s
-  compiler sends (e.g. "inlining_ir2vec"), by re-running each module's greedy compile
-  of the probed policy (one compile per module, not one per probe). A probe whose state
-  is not found again is marked a mismatch (not trained on) and counted."""
-  from mlgo import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
-  from mlgo.util.progress import Progress  # pylint: disable=import-outside-toplevel
-  from mlgo.workers.local import make_pool  # pylint: disable=import-outside-toplevel
-  src = ProbeStore(src_dir)
-  policy_dir = policy_dir or src.index["policy"]
-  policy = policy_io.load_policy(policy_dir)
-  if src.index["features"] != policy.input_names:
-    raise ValueError(f"{policy_dir}: not the policy probed in {src_dir} (other features)")
-  from mlgo import problems  # pylint: disable=import-outside-toplevel
-  problem = problems.get_problem(problem_name)
-  wide_names = [f.name for f in problem.features]
-  missing = [n for n in policy.input_names if n not in wide_names]
-  if missing:
-    raise ValueError(f"problem {problem_name!r} does not send {missing[:3]}")
-  corpus = corpus_lib.load_corpus(corpus_dir)
-  by_name = {m.name: m for m in corpus.modules}
-  out = ProbeStore(output, wide_names, f"{policy_dir} (widened from {src_dir})")
-  out.index["widened_from"] = str(src_dir)
-  recs = {}
-  for shard in src.shards():
-    for i, name in enumerate(shard["module_names"]):
-      name = str(name)
-      if name in out.index["done"]:
-        continue
-      m = shard["probe_module"] == i
-      recs[name] = {k: shard[k][m] for k in ("positions", "margins", "probe_actions",
-                                             "probe_sizes", "mismatch", "probe_features")}
-      recs[name]["base_size"] = float(shard["base_size"][i])
-  stats = {"modules": 0, "failed": 0, "probes": 0, "mismatch": 0}
-  prog = Progress("widen", len(recs), stream=stream)
-  with make_pool(pool, jobs) as p:
-    for name, rec in recs.items():
-      if name not in by_name:
-        out.mark_failed(name, f"not in corpus {corpus_dir}")
-        stats["failed"] += 1
-        continue
-      p.submit(_widen_module, by_name[name], policy.spec, policy.arch.w, problem_name,
-               rec["positions"], rec["probe_features"], anchors, corpus.llvm_version,
-               timeout, seed)
-    for r in p.results():
-      name = r.item[0].name
-      if not r.ok or "failed" in (r.value or {}):
-        out.mark_failed(name, r.value["failed"] if r.ok else str(r.error)[-300:])
-        stats["failed"] += 1
-        prog.update(failed=1)
-        continue
-      rec, w = recs[name], r.value
-      mismatch = rec["mismatch"] | ~w["ok"]
-      out.add({"module": name, "base_size": rec["base_size"], "decisions": w["decisions"],
-               "positions": rec["positions"], "margins": rec["margins"],
-               "probe_actions": rec["probe_actions"], "probe_sizes": rec["probe_sizes"],
-               "mismatch": mismatch, "probe_features": w["rows"],
-               "anchor_features": w["anchor_features"],
-               "anchor_actions": np.zeros(len(w["anchor_features"]), np.int64),
-               "failures": []})
-      stats["modules"] += 1
-      stats["probes"] += len(mismatch)
-      stats["mismatch"] += int((~w["ok"]).sum())
-      if len(out.pending) >= 25:
-        out.flush()
-      prog.update()
-  out.flush()
-  out.save()
-  prog.close()
-  print("widen probes: " + " ".join(f"{k}={v}" for k, v in stats.items()), file=stream)
-  return stats
-
-
-def heldout_module(name: str, fraction: float) -> bool:
-  """Modules whose probes fine-tuning never sees (agreement on them is reported)."""
-  return bc.heldout_module(name, fraction, salt="probe")
-
-
-def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
-                    weight_cap: float = 4.0, heldout_fraction: float = 0.1):
-  """Labelled probes + anchor states from one or more probe dirs.
-
-  A probe whose flip made the module smaller is labelled with the flipped action, one
-  that made it bigger with the policy's action; ties are dropped. Weight: the relative
-  size change in units of `weight_unit`, clipped to [0.25, weight_cap]."""
-  px, py, pw, ph, ax, ah = [], [], [], [], [], []
-  for d in probe_dirs:
-    store = ProbeStore(d)
-    if store.index["features"] != list(feature_names):
-      raise ValueError(f"{d}/index.json: features differ from the policy's")
-    for s in store.shards():
-      names = s["module_names"]
-      held_mod = np.array([heldout_module(str(n), heldout_fraction) for n in names], bool)
-      base = s["base_size"][s["probe_module"]]
-      delta = s["probe_sizes"] - base
-      ok = np.isfinite(delta) & (delta != 0) & ~s["mismatch"]
-      a = s["probe_actions"]
-      label = np.where(delta < 0, 1 - a, a)
-      w = np.clip(np.abs(delta) / np.maximum(base, 1.0) / weight_unit, 0.25, weight_cap)
-      px.append(s["probe_features"][ok])
-      py.append(label[ok])
-      pw.append(w[ok])
-      ph.append(held_mod[s["probe_module"]][ok])
-      ax.append(s["anchor_features"])
-      ah.append(held_mod[s["anchor_module"]])
-  cat = lambda xs, shape=(0,): np.concatenate(xs) if xs else np.zeros(shape)  # noqa: E731
-  nf = len(feature_names)
-  return {"probe_x": cat(px, (0, nf)), "probe_y": cat(py).astype(np.int64),
-          "probe_w": cat(pw).astype(np.float32), "probe_held": cat(ph).astype(bool),
-          "anchor_x": cat(ax, (0, nf)),
-          "anchor_held": cat(ah).astype(bool)}
-
-
-def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
-                    learning_rate: float = 3e-4, probe_weight: float = 1.0,
-                    batch_size: int = 256, weight_unit: float = 0.001,
-                    weight_cap: float = 4.0, heldout_fraction: float = 0.1, seed: int = 0,
-                    stream=sys.stderr) -> dict:
-  """Fine-tunes the policy of `policy_dir`: cross-entropy towards the better action of
-  each probe (weighted by how much it matters) plus cross-entropy towards the policy's
-  own decisions on the anchor states (so it changes where probes say so, not elsewhere).
-  Reports agreement with the probe labels on modules held out of this fine-tuning."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  base = policy_io.load_policy(policy_dir)
-  arch = base.spec["architecture"]
-  if arch["type"] != "mlp_categorical":
-    raise NotImplementedError(f"{policy_dir}: probes train mlp_categorical policies only")
-  data = load_probe_data(probe_dirs, base.input_names, weight_unit, weight_cap,
-                         heldout_fraction)
-  if len(data["probe_y"]) == 0:
-    raise ValueError(f"{', '.join(map(str, probe_dirs))}: no probe changed a module's size; "
-                     f"nothing to learn from")
-
-  px = base.normalizer.encode_scalar_rows(data["probe_x"])
-  ax = base.normalizer.encode_scalar_rows(data["anchor_x"])
-  # Anchors keep the policy being tuned where it is: their labels are its own greedy
-  # decisions (probe dirs of earlier rounds hold the states of earlier policies).
-  anchor_y = base.arch.greedy(base.arch.dist_params(ax)).astype(np.int64)
-  ph, ah = data["probe_held"], data["anchor_held"]
-  tf.random.set_seed(seed)
-  model, names = bc.keras_mlp(arch, px.shape[1], base.arch.w)
-  opt = tf.keras.optimizers.Adam(learning_rate)
-
-  @tf.function
-  def step(x1, y1, w1, x2, y2):
-    with tf.GradientTape() as tape:
-      l1 = tf.nn.sparse_softmax_cross_entropy_with_logits(y1, model(x1, training=True))
-      l2 = tf.nn.sparse_softmax_cross_entropy_with_logits(y2, model(x2, training=True))
-      loss = probe_weight * tf.reduce_sum(w1 * l1) / tf.reduce_sum(w1) + tf.reduce_mean(l2)
-    grads = tape.gradient(loss, model.trainable_variables)
-    opt.apply_gradients(zip(grads, model.trainable_variables))
-    return loss
-
-  def agreement(x, y, w):
-    if len(y) == 0:
-      return float("nan"), float("nan")
-    pred = np.argmax(model(x).numpy(), axis=-1)
-    hit = pred == y
-    return float(hit.mean()), float((hit * w).sum() / w.sum())
-
-  rng = np.random.default_rng(seed)
-  tr_p, tr_a = np.flatnonzero(~ph), np.flatnonzero(~ah)
-  if len(tr_p) == 0 or len(tr_a) == 0:
-    raise ValueError("too few probe modules to hold some out; probe more modules")
-  before = {"heldout_probe": agreement(px[ph], data["probe_y"][ph], data["probe_w"][ph]),
-            "train_probe": agreement(px[~ph], data["probe_y"][~ph], data["probe_w"][~ph])}
-  print(f"train on probes: {len(tr_p)} probes ({int(ph.sum())} held out), {len(tr_a)} anchor "
-        f"states; before: probe agreement train {before['train_probe'][0]:.3f} held-out "
-        f"{before['heldout_probe'][0]:.3f} (weighted {before['heldout_probe'][1]:.3f})",
-        file=stream)
-  pw, py, ay = data["probe_w"], data["probe_y"], anchor_y
-  steps = max(1, math.ceil(len(tr_p) / batch_size))
-  for epoch in range(epochs):
-    order = rng.permutation(tr_p)
-    losses = []
-    for s in range(steps):
-      i1 = order[s * batch_size:(s + 1) * batch_size]
-      i2 = rng.choice(tr_a, size=batch_size)
-      losses.append(float(step(px[i1], py[i1], pw[i1], ax[i2], ay[i2])))
-    if (epoch + 1) % max(1, epochs // 5) == 0 or epoch + 1 == epochs:
-      hp = agreement(px[ph], py[ph], pw[ph])
-      print(f"  epoch {epoch + 1}/{epochs}: loss {np.mean(losses):.4f}, held-out probe "
-            f"agreement {hp[0]:.3f} (weighted {hp[1]:.3f})", file=stream)
-  anchor_keep = agreement(ax[ah], ay[ah], np.ones(int(ah.sum()), np.float32))
-  after = {"heldout_probe": agreement(px[ph], py[ph], pw[ph]),
-           "train_probe": agreement(px[~ph], py[~ph], pw[~ph]),
-           "heldout_anchor_agreement": anchor_keep[0]}
-  weights = {n: v.numpy() for n, v in zip(names, model.trainable_variables)}
-  spec = dict(base.spec)
-  spec["fine_tuned_from"] = str(policy_dir)
-  spec["probe_dirs"] = [str(d) for d in probe_dirs]
-  out = policy_io.write_policy_dir(output, spec, weights)
-  metrics = {"before": before, "after": after, "probes": int(len(py)),
-             "heldout_probes": int(ph.sum()), "anchors": int(len(ay)), "epochs": epochs,
-             "learning_rate": learning_rate, "probe_weight": probe_weight,
-             "weight_unit": weight_unit, "weight_cap": weight_cap}
-  with open(pathlib.Path(out) / "probe_metrics.json", "w") as f:
-    json.dump(metrics, f, indent=1)
-  print(f"train on probes: held-out probe agreement {before['heldout_probe'][0]:.3f} -> "
-        f"{after['heldout_probe'][0]:.3f}, train {before['train_probe'][0]:.3f} -> "
-        f"{after['train_probe'][0]:.3f}; the policy keeps its own decision on "
-        f"{anchor_keep[0]:.3f} of held-out anchor states; wrote {out}", file=stream)
-  return metrics

@@ -1,0 +1,92 @@
+"""From compile results to a PPO batch, for any problem: each key's (module's or
+function's) reward against its baseline (the leave-one-out mean of the iteration's other
+samples, or a moving average of the policy's own scores started at the default's),
+credited to every decision of that key; loss weights (per decision, module or sqrt, times
+(default score + d) ** score_weighting_power); seeded subsampling per compile and per
+batch. Kept apart from the trainer: this is where a problem's reward becomes training
+signal, the trainer only moves batches through tf-agents.
+"""
+import numpy as np
+
+
+def make_experience(problem, cfg, st, encoder, spec, rng, results, weights):
+  """Per-decision arrays of one PPO iteration: encoded observations, actions (in the
+  distribution's space), the collecting policy's distribution parameters, rewards and
+  loss weights; plus the per-module mean rewards and the policy/default score totals.
+  Updates the moving-average baselines in `st` (the trainer's state)."""
+  obs, acts, rewards, wts = [], [], [], []
+  module_rewards, sizes = [], {"policy": 0.0, "default": 0.0}
+  all_scores = [problem.scores(res.module_name, res.reward) for res in results]
+  group = {}
+  if cfg.baseline == "group":
+    for sc in all_scores:
+      for k, v in sc.items():
+        group.setdefault(k, []).append(v)
+  old_baselines = dict(st["baselines"])
+  arch = encoder.arch
+  for res, scores in zip(results, all_scores):
+    rew = {}
+    for k, s in scores.items():
+      base = old_baselines.get(k)
+      g = group.get(k, [])
+      if len(g) >= 2:
+        base = (sum(g) - s) / (len(g) - 1)
+      if base is None and problem.missing_score is not None and k not in st["default_scores"]:
+        base = st["default_scores"].setdefault(k, s)  # first seen: no spill code before
+      if base is None:
+        continue
+      rew[k] = problem.reward_value(s, base)
+      if k in st["default_scores"]:
+        sizes["policy"] += s
+        sizes["default"] += st["default_scores"][k]
+    if rew:
+      module_rewards.append(float(np.mean(list(rew.values()))))
+    n_mod = sum(len(t.actions) for t in res.trajectories)
+    room = cfg.max_decisions_per_module or n_mod
+    for t in res.trajectories:
+      k = problem.trajectory_key(res.module_name, t)
+      n = len(t.actions)
+      if k not in rew or n == 0 or room <= 0:
+        continue
+      keep = np.arange(n)
+      if n > room:
+        keep = np.sort(rng.choice(n, room, replace=False))
+      room -= len(keep)
+      feats = {f: np.asarray(t.features[f])[keep] for f in encoder.input_names}
+      obs.append(encoder.encode_batch(feats))
+      a = arch.train_actions(np.asarray(t.actions)[keep])
+      m = len(keep)
+      acts.append(a.reshape(m) if a.size == m else a.reshape(m, -1))
+      rewards.append(np.full(m, rew[k], np.float32))
+      if cfg.decision_weighting == "module":
+        w = 1.0 / max(1, n_mod)
+      elif cfg.decision_weighting == "sqrt":
+        w = 1.0 / np.sqrt(max(1, n_mod))
+      else:
+        w = 1.0
+      if cfg.score_weighting_power:
+        d0 = st["default_scores"].get(k, scores[k])
+        w *= (d0 + problem.reward_delta) ** cfg.score_weighting_power
+      wts.append(np.full(m, w, np.float32))
+    # Moving-average baseline of the policy's own scores.
+    mom = cfg.baseline_momentum
+    for k, s in scores.items():
+      if k in st["baselines"]:
+        st["baselines"][k] = mom * st["baselines"][k] + (1 - mom) * s
+      elif k in st["default_scores"]:
+        st["baselines"][k] = mom * st["default_scores"][k] + (1 - mom) * s
+  if not obs:
+    return None, module_rewards, sizes
+  obs = np.concatenate(obs)
+  acts = np.concatenate(acts)
+  wts = np.concatenate(wts)
+  rewards = np.concatenate(rewards)
+  if cfg.max_decisions_per_iteration and len(rewards) > cfg.max_decisions_per_iteration:
+    keep = np.sort(rng.choice(len(rewards), cfg.max_decisions_per_iteration,
+                                   replace=False))
+    obs, acts, wts, rewards = obs[keep], acts[keep], wts[keep], rewards[keep]
+  wts = wts * (len(wts) / wts.sum())
+  params = type(arch)(spec["architecture"], weights).dist_params(obs)
+  params = {k: v for k, v in params.items() if k in arch.DIST_PARAMS}
+  return {"obs": obs, "actions": acts, "params": params,
+          "rewards": rewards, "weights": wts}, module_rewards, sizes

@@ -1,0 +1,150 @@
+"""Fine-tuning a policy on rollout probes (the learning step of the rollouts).
+
+Labels each probe with the better action and trains the probed policy towards it
+(weighted by the size change), plus towards its own decisions on anchor states so it
+moves only where the probes say so. Separate from rollouts.py: this half reads finished
+probe dirs and needs TensorFlow, no compiler.
+
+  train_on_probes(...) -> a policy dir fine-tuned from the probed policy
+"""
+import json
+import math
+import pathlib
+import sys
+
+import numpy as np
+
+from mlgo.training import bc, rollouts
+from mlgo.policy import policy_io
+
+
+def heldout_module(name: str, fraction: float) -> bool:
+  """Modules whose probes fine-tuning never sees (agreement on them is reported)."""
+  return bc.heldout_module(name, fraction, salt="probe")
+
+
+def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
+                    weight_cap: float = 4.0, heldout_fraction: float = 0.1):
+  """Labelled probes + anchor states from one or more probe dirs.
+
+  A probe whose flip made the module smaller is labelled with the flipped action, one
+  that made it bigger with the policy's action; ties are dropped. Weight: the relative
+  size change in units of `weight_unit`, clipped to [0.25, weight_cap]."""
+  px, py, pw, ph, ax, ah = [], [], [], [], [], []
+  for d in probe_dirs:
+    store = rollouts.ProbeStore(d)
+    if store.index["features"] != list(feature_names):
+      raise ValueError(f"{d}/index.json: features differ from the policy's")
+    for s in store.shards():
+      names = s["module_names"]
+      held_mod = np.array([heldout_module(str(n), heldout_fraction) for n in names], bool)
+      base = s["base_size"][s["probe_module"]]
+      delta = s["probe_sizes"] - base
+      ok = np.isfinite(delta) & (delta != 0) & ~s["mismatch"]
+      a = s["probe_actions"]
+      label = np.where(delta < 0, 1 - a, a)
+      w = np.clip(np.abs(delta) / np.maximum(base, 1.0) / weight_unit, 0.25, weight_cap)
+      px.append(s["probe_features"][ok])
+      py.append(label[ok])
+      pw.append(w[ok])
+      ph.append(held_mod[s["probe_module"]][ok])
+      ax.append(s["anchor_features"])
+      ah.append(held_mod[s["anchor_module"]])
+  cat = lambda xs, shape=(0,): np.concatenate(xs) if xs else np.zeros(shape)  # noqa: E731
+  nf = len(feature_names)
+  return {"probe_x": cat(px, (0, nf)), "probe_y": cat(py).astype(np.int64),
+          "probe_w": cat(pw).astype(np.float32), "probe_held": cat(ph).astype(bool),
+          "anchor_x": cat(ax, (0, nf)),
+          "anchor_held": cat(ah).astype(bool)}
+
+
+def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
+                    learning_rate: float = 3e-4, probe_weight: float = 1.0,
+                    batch_size: int = 256, weight_unit: float = 0.001,
+                    weight_cap: float = 4.0, heldout_fraction: float = 0.1, seed: int = 0,
+                    stream=sys.stderr) -> dict:
+  """Fine-tunes the policy of `policy_dir`: cross-entropy towards the better action of
+  each probe (weighted by how much it matters) plus cross-entropy towards the policy's
+  own decisions on the anchor states (so it changes where probes say so, not elsewhere).
+  Reports agreement with the probe labels on modules held out of this fine-tuning."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  base = policy_io.load_policy(policy_dir)
+  arch = base.spec["architecture"]
+  if arch["type"] != "mlp_categorical":
+    raise NotImplementedError(f"{policy_dir}: probes train mlp_categorical policies only")
+  data = load_probe_data(probe_dirs, base.input_names, weight_unit, weight_cap,
+                         heldout_fraction)
+  if len(data["probe_y"]) == 0:
+    raise ValueError(f"{', '.join(map(str, probe_dirs))}: no probe changed a module's size; "
+                     f"nothing to learn from")
+
+  px = base.normalizer.encode_scalar_rows(data["probe_x"])
+  ax = base.normalizer.encode_scalar_rows(data["anchor_x"])
+  # Anchors keep the policy being tuned where it is: their labels are its own greedy
+  # decisions (probe dirs of earlier rounds hold the states of earlier policies).
+  anchor_y = base.arch.greedy(base.arch.dist_params(ax)).astype(np.int64)
+  ph, ah = data["probe_held"], data["anchor_held"]
+  tf.random.set_seed(seed)
+  model, names = bc.keras_mlp(arch, px.shape[1], base.arch.w)
+  opt = tf.keras.optimizers.Adam(learning_rate)
+
+  @tf.function
+  def step(x1, y1, w1, x2, y2):
+    with tf.GradientTape() as tape:
+      l1 = tf.nn.sparse_softmax_cross_entropy_with_logits(y1, model(x1, training=True))
+      l2 = tf.nn.sparse_softmax_cross_entropy_with_logits(y2, model(x2, training=True))
+      loss = probe_weight * tf.reduce_sum(w1 * l1) / tf.reduce_sum(w1) + tf.reduce_mean(l2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+  def agreement(x, y, w):
+    if len(y) == 0:
+      return float("nan"), float("nan")
+    pred = np.argmax(model(x).numpy(), axis=-1)
+    hit = pred == y
+    return float(hit.mean()), float((hit * w).sum() / w.sum())
+
+  rng = np.random.default_rng(seed)
+  tr_p, tr_a = np.flatnonzero(~ph), np.flatnonzero(~ah)
+  if len(tr_p) == 0 or len(tr_a) == 0:
+    raise ValueError("too few probe modules to hold some out; probe more modules")
+  before = {"heldout_probe": agreement(px[ph], data["probe_y"][ph], data["probe_w"][ph]),
+            "train_probe": agreement(px[~ph], data["probe_y"][~ph], data["probe_w"][~ph])}
+  print(f"train on probes: {len(tr_p)} probes ({int(ph.sum())} held out), {len(tr_a)} anchor "
+        f"states; before: probe agreement train {before['train_probe'][0]:.3f} held-out "
+        f"{before['heldout_probe'][0]:.3f} (weighted {before['heldout_probe'][1]:.3f})",
+        file=stream)
+  pw, py, ay = data["probe_w"], data["probe_y"], anchor_y
+  steps = max(1, math.ceil(len(tr_p) / batch_size))
+  for epoch in range(epochs):
+    order = rng.permutation(tr_p)
+    losses = []
+    for s in range(steps):
+      i1 = order[s * batch_size:(s + 1) * batch_size]
+      i2 = rng.choice(tr_a, size=batch_size)
+      losses.append(float(step(px[i1], py[i1], pw[i1], ax[i2], ay[i2])))
+    if (epoch + 1) % max(1, epochs // 5) == 0 or epoch + 1 == epochs:
+      hp = agreement(px[ph], py[ph], pw[ph])
+      print(f"  epoch {epoch + 1}/{epochs}: loss {np.mean(losses):.4f}, held-out probe "
+            f"agreement {hp[0]:.3f} (weighted {hp[1]:.3f})", file=stream)
+  anchor_keep = agreement(ax[ah], ay[ah], np.ones(int(ah.sum()), np.float32))
+  after = {"heldout_probe": agreement(px[ph], py[ph], pw[ph]),
+           "train_probe": agreement(px[~ph], py[~ph], pw[~ph]),
+           "heldout_anchor_agreement": anchor_keep[0]}
+  weights = {n: v.numpy() for n, v in zip(names, model.trainable_variables)}
+  spec = dict(base.spec)
+  spec["fine_tuned_from"] = str(policy_dir)
+  spec["probe_dirs"] = [str(d) for d in probe_dirs]
+  out = policy_io.write_policy_dir(output, spec, weights)
+  metrics = {"before": before, "after": after, "probes": int(len(py)),
+             "heldout_probes": int(ph.sum()), "anchors": int(len(ay)), "epochs": epochs,
+             "learning_rate": learning_rate, "probe_weight": probe_weight,
+             "weight_unit": weight_unit, "weight_cap": weight_cap}
+  with open(pathlib.Path(out) / "probe_metrics.json", "w") as f:
+    json.dump(metrics, f, indent=1)
+  print(f"train on probes: held-out probe agreement {before['heldout_probe'][0]:.3f} -> "
+        f"{after['heldout_probe'][0]:.3f}, train {before['train_probe'][0]:.3f} -> "
+        f"{after['train_probe'][0]:.3f}; the policy keeps its own decision on "
+        f"{anchor_keep[0]:.3f} of held-out anchor states; wrote {out}", file=stream)
+  return metrics

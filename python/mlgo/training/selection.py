@@ -1,0 +1,66 @@
+"""Which policy of a run is kept: the greedy policy is compiled on a fixed sample of
+training modules (never the held-out split) every few iterations, scored against the
+default, and the best so far is copied to OUTPUT/best_policy.
+
+validation_metric "total": the total score change of the sample; "module_mean": the mean
+over modules of (policy + 1) / (default + 1) - 1 (a corpus total can be one hot function,
+e.g. an interpreter loop holding 90% of a sample's regalloc cost).
+"""
+import os
+import shutil
+
+import numpy as np
+
+from mlgo.env import work
+from mlgo.workers import make_pool
+
+
+def validation_set(train_modules, state: dict, cfg) -> list:
+  """A fixed seeded sample of training modules with decisions and a known default."""
+  nd = state.get("decisions", {})
+  cap = cfg.max_module_decisions or float("inf")
+  have_default = set(state.get("default_modules", []))
+  mods = [m for m in train_modules if 0 < nd.get(m.name, 0) <= cap and m.name in have_default]
+  rng = np.random.default_rng(cfg.seed + 12345)
+  k = min(cfg.validation_modules, len(mods))
+  return [mods[i] for i in sorted(rng.choice(len(mods), size=k, replace=False))]
+
+
+def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores: dict, cfg):
+  """(change vs default in % by cfg.validation_metric, compile CPU seconds)."""
+  ref = (spec, weights, True)
+  pol = dft = cpu = 0.0
+  ratios = []
+  with make_pool(cfg.pool, cfg.jobs) as pool:
+    for m in modules:
+      pool.submit(work.compile_one, m, problem.name, ref, None, corpus.llvm_version,
+                  cfg.compile_timeout, False)
+    for r in pool.results():
+      cpu += r.seconds
+      if not (r.ok and r.value[0].ok):
+        continue   # a failed module is left out of both totals
+      name = r.item[0].name
+      scores = problem.scores(name, r.value[0].reward)
+      p_m = d_m = 0.0
+      for k, d in default_scores.items():
+        if k in scores or (problem.missing_score is not None and k.startswith(name + "::")):
+          p_m += scores.get(k, problem.missing_score or 0.0)
+          d_m += d
+      pol += p_m
+      dft += d_m
+      ratios.append((p_m + 1.0) / (d_m + 1.0) - 1.0)
+  if cfg.validation_metric == "module_mean":
+    return (float(np.mean(ratios)) * 100.0 if ratios else float("nan")), cpu
+  return ((pol / dft - 1.0) * 100.0 if dft else float("nan")), cpu
+
+
+def keep_if_best(state: dict, output, val: float, iteration: int, policy_dir):
+  """OUTPUT/best_policy becomes a copy of `policy_dir` if `val` is the best (lowest) yet."""
+  best = state.get("best_validation")
+  if val == val and (best is None or val < best["change_pct"]):
+    state["best_validation"] = {"iteration": iteration, "change_pct": val}
+    tmp = output / "best_policy.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(policy_dir, tmp)
+    shutil.rmtree(output / "best_policy", ignore_errors=True)
+    os.rename(tmp, output / "best_policy")
