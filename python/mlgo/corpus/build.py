@@ -1,12 +1,10 @@
 """Building a corpus from Debian source packages (make_corpus, default_corpus).
 
-Per package: `apt-get source --download-only` into a cache directory (re-runs reuse the
-download), `dpkg-source -x`, then every C/C++ translation unit is compiled to
-pre-optimization bitcode with `-O<lvl> -Xclang -disable-llvm-passes -emit-llvm -c`. No
-build system runs: include directories are guessed from the tree (every directory with
-headers and its ancestors, plus a directory of generated stand-ins for config headers
-that a configure step would have written). Units that still fail are listed with their
-first error line in skipped.txt and counted, never dropped silently.
+Per package: the Debian source package is fetched and unpacked (sources.py), then every
+C/C++ translation unit is compiled to pre-optimization bitcode with `-O<lvl> -Xclang
+-disable-llvm-passes -emit-llvm -c` and the flags source_tree.py guesses from the tree
+(no build system runs). Units that still fail are listed with their first error line in
+skipped.txt and counted, never dropped silently.
 
 The cc1 flags recorded in NAME.cmd are the ones the driver uses for `clang -O<lvl> -c`
 of the same file (from `-###`), so `CorpusModule.compile_argv` reproduces that compile.
@@ -25,78 +23,17 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 from mlgo.corpus import format as fmt
+from mlgo.corpus.source_tree import (PACKAGE_HEADERS, Unit, driver_flags, find_units,
+                                     generate_config_dir, include_dirs)
+from mlgo.corpus.sources import BuildError, DEFAULT_PACKAGES, _run, fetch_source
 from mlgo.util import cli
 from mlgo.util import progress as progress_lib
 from mlgo.util import toolchain as toolchain_lib
 
-C_PACKAGES = ("bzip2", "brotli", "cjson", "jansson", "libyaml", "lua5.4", "lz4", "zlib",
-              "mbedtls", "libsodium", "pcre2")
-CXX_PACKAGES = ("tinyxml2", "libjsoncpp", "fmtlib", "yaml-cpp", "snappy", "leveldb")
-DEFAULT_PACKAGES = C_PACKAGES + CXX_PACKAGES
-# More packages, disjoint from the default set, that build without a configure step. The
-# inlining model's probe rounds use their training split to widen what it has seen
-# (models/inlining_oz/TRAINING.md); any other corpus stays unseen code for evaluation.
-EXTRA_PACKAGES = ("re2", "double-conversion", "woff2", "tinyxml", "taglib", "expat",
-                  "giflib", "lzo2", "libpng1.6", "zopfli")
-PACKAGE_SETS = {"default": DEFAULT_PACKAGES, "extra": EXTRA_PACKAGES}
-
-C_EXTS = (".c",)
-CXX_EXTS = (".cc", ".cpp", ".cxx")
-HEADER_EXTS = (".h", ".hh", ".hpp", ".hxx", ".inc", ".inl", ".ipp")
-# Directories never compiled: Debian packaging, quilt's copies of unpatched files, and
-# ports to other systems (their headers would shadow the POSIX ones).
-SKIP_DIRS = {"debian", ".pc", ".git", "win32", "win64", "windows", "msvc", "vms", "amiga",
-             "os2", "msdos", "watcom", "nintendods", "vstudio", "visual", "wince", "qnx",
-             "djgpp", "mingw", "cmake-build", "CMakeFiles"}
-# Small per-package hints a configure step would normally provide.
-PACKAGE_DEFINES = {
-    "leveldb": ["-DLEVELDB_PLATFORM_POSIX=1", "-DHAVE_FULLFSYNC=0", "-DHAVE_FDATASYNC=1",
-                "-DHAVE_O_CLOEXEC=1"],
-    "libsodium": ["-DCONFIGURED=1", "-DDEV_MODE=0"],
-    "pcre2": ["-DPCRE2_CODE_UNIT_WIDTH=8", "-DHAVE_CONFIG_H", "-DSUPPORT_UNICODE"],
-    "lua5.4": ["-DLUA_USE_LINUX"],
-    "jansson": ["-DHAVE_STDINT_H=1", "-DHAVE_UNISTD_H=1"],
-    "libyaml": ["-DYAML_VERSION_MAJOR=0", "-DYAML_VERSION_MINOR=2", "-DYAML_VERSION_PATCH=5",
-                '-DYAML_VERSION_STRING="0.2.5"'],
-}
-# Headers a Debian build generates before compiling (contents as on amd64).
-PACKAGE_HEADERS = {
-    "lua5.4": {"lua5.4-deb-multiarch.h": '#define DEB_HOST_MULTIARCH "x86_64-linux-gnu"\n'},
-}
-# Test files of C++ packages use googletest; Debian's googletest package ships its headers
-# in /usr/src (setup.sh installs it). Without it those units are skipped and listed.
-GTEST_INCLUDES = ("/usr/src/googletest/googletest/include",
-                  "/usr/src/googletest/googlemock/include")
-# A directory holding a header named like a system one (a test's override of time.h,
-# a port's stdint.h) must not shadow the system header for every unit: such
-# directories are searched only for "quoted" includes.
-SYSTEM_HEADERS = {
-    "assert.h", "ctype.h", "errno.h", "float.h", "inttypes.h", "limits.h", "locale.h",
-    "math.h", "setjmp.h", "signal.h", "stdarg.h", "stdbool.h", "stddef.h", "stdint.h",
-    "stdio.h", "stdlib.h", "string.h", "time.h", "wchar.h", "unistd.h", "fcntl.h",
-    "pthread.h", "memory.h", "strings.h", "alloca.h", "malloc.h", "dirent.h", "config.h",
-}
 COMPILE_TIMEOUT = 180
-
-
-class BuildError(RuntimeError):
-  pass
-
-
-@dataclasses.dataclass
-class Unit:
-  package: str
-  root: pathlib.Path  # package source root
-  rel: str  # source path relative to root
-  language: str
-
-  @property
-  def name(self) -> str:
-    return f"{self.package}/{self.rel}"
 
 
 @dataclasses.dataclass
@@ -109,26 +46,6 @@ class UnitResult:
 
 
 PARTIAL_MARKER = ".mlgo_partial"
-
-
-def expand_packages(spec: str) -> list[str]:
-  """'a,b,@extra' -> package names; '@NAME' stands for PACKAGE_SETS[NAME]. Duplicates
-  are dropped (first one wins) so a package is never compiled twice."""
-  out = []
-  for item in (x.strip() for x in spec.split(",")):
-    if not item:
-      continue
-    if item.startswith("@"):
-      if item[1:] not in PACKAGE_SETS:
-        raise BuildError(f"unknown package set {item!r}; known: "
-                         f"{', '.join('@' + k for k in PACKAGE_SETS)}")
-      names = PACKAGE_SETS[item[1:]]
-    else:
-      names = (item,)
-    out += [n for n in names if n not in out]
-  if not out:
-    raise BuildError(f"no packages in {spec!r}")
-  return out
 
 
 def _prepare_output(out: pathlib.Path) -> None:
@@ -145,178 +62,12 @@ def _prepare_output(out: pathlib.Path) -> None:
   (out / PARTIAL_MARKER).write_text("being built by mlgo make_corpus\n")
 
 
-def _run(cmd, cwd=None, timeout=600) -> subprocess.CompletedProcess:
-  return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                        errors="replace")
-
-
-def _codename() -> str:
-  try:
-    for line in pathlib.Path("/etc/os-release").read_text().splitlines():
-      if line.startswith("VERSION_CODENAME="):
-        return line.split("=", 1)[1].strip().strip('"')
-  except OSError:
-    pass
-  return "bookworm"
-
-
-def fetch_source(package: str, cache: pathlib.Path) -> pathlib.Path:
-  """Downloads (once) and unpacks (once) a Debian source package; returns its root."""
-  pdir = cache / package
-  pdir.mkdir(parents=True, exist_ok=True)
-  src = pdir / "src"
-  done = pdir / ".unpacked"
-  if done.exists() and src.is_dir():
-    return src
-  dscs = sorted(pdir.glob("*.dsc"))
-  if not dscs or not (pdir / ".downloaded").exists():
-    errors = []
-    # A security update missing from the mirror makes the newest version unfetchable;
-    # the release's own version is the fallback.
-    for spec in (package, f"{package}/{_codename()}"):
-      r = _run(["apt-get", "source", "--download-only", spec], cwd=pdir)
-      if r.returncode == 0:
-        break
-      errors.append((r.stderr.strip().splitlines() or ["apt-get source failed"])[-1])
-    else:
-      hint = ""
-      if any("no source" in e.lower() or "deb-src" in e.lower() for e in errors):
-        hint = " (is a deb-src entry configured? ./setup.sh adds one)"
-      raise BuildError(f"{package}: apt-get source failed: {errors[0]}{hint}")
-    (pdir / ".downloaded").write_text("ok\n")
-    dscs = sorted(pdir.glob("*.dsc"))
-  if not dscs:
-    raise BuildError(f"{package}: no .dsc after apt-get source in {pdir}")
-  # Newest version when several were downloaded (mtime order: last fetched wins).
-  dsc = max(dscs, key=lambda p: p.stat().st_mtime)
-  if src.exists():
-    shutil.rmtree(src)
-  r = _run(["dpkg-source", "--no-check", "-x", dsc.name, "src"], cwd=pdir)
-  if r.returncode != 0:
-    # Files from different versions can mix in the cache: retry from a clean download.
-    raise BuildError(f"{package}: dpkg-source -x {dsc.name} failed: "
-                     f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
-  done.write_text(dsc.name + "\n")
-  return src
-
-
-def _walk(root: pathlib.Path):
-  for dirpath, dirnames, filenames in os.walk(root):
-    dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-    yield pathlib.Path(dirpath), sorted(filenames)
-
-
-def find_units(package: str, root: pathlib.Path) -> list[Unit]:
-  units = []
-  for d, files in _walk(root):
-    for f in files:
-      ext = os.path.splitext(f)[1]
-      if ext in C_EXTS:
-        lang = "c"
-      elif ext in CXX_EXTS:
-        lang = "c++"
-      else:
-        continue
-      units.append(Unit(package, root, str((d / f).relative_to(root)), lang))
-  return units
-
-
-_CMAKEDEFINE01 = re.compile(r"^#\s*cmakedefine01\s+(\w+).*$", re.M)
-_CMAKEDEFINE = re.compile(r"^#\s*cmakedefine\s+(\w+).*$", re.M)
-
-
-def _autoconf_value(m: re.Match) -> str:
-  # Substituted values are mostly numbers (versions, 0/1 feature switches); an inline
-  # keyword is the common exception.
-  return "inline" if "inline" in m.group(0).lower() else "0"
-
-
-def _generate_config_dir(root: pathlib.Path, gen: pathlib.Path) -> None:
-  """Stand-ins for headers a configure step writes.
-
-  For every X.h.in / X.h.cmake / X.h.in.cmake without X.h: a copy with @VAR@ and ${VAR}
-  replaced by 0 and #cmakedefine turned off (conservative: features stay undefined).
-  Plus an empty config.h when none exists, placed last in the search path.
-  """
-  gen.mkdir(parents=True, exist_ok=True)
-  for d, files in _walk(root):
-    for f in files:
-      for suffix in (".in", ".cmake", ".cmakein", ".in.cmake", ".generic"):
-        if f.endswith(suffix) and os.path.splitext(f[:-len(suffix)])[1] in HEADER_EXTS:
-          target_name = f[:-len(suffix)]
-          if (d / target_name).exists():
-            continue
-          try:
-            text = (d / f).read_text(errors="replace")
-          except OSError:
-            continue
-          text = _CMAKEDEFINE01.sub(lambda m: f"#define {m.group(1)} 0", text)
-          text = _CMAKEDEFINE.sub(lambda m: f"/* #undef {m.group(1)} */", text)
-          text = re.sub(r"^[ \t]*@[A-Za-z_][A-Za-z0-9_]*@[ \t]*$", "", text, flags=re.M)
-          # A type stand-in (`#define uint32_t @JSON_UINT32@`) must not become 0: the
-          # system headers have the type.
-          text = re.sub(r"^([ \t]*#[ \t]*define[ \t]+\w+_t[ \t]+[@$].*)$", r"/* \1 */",
-                        text, flags=re.M)
-          text = re.sub(r"@[A-Za-z_][A-Za-z0-9_]*@", _autoconf_value, text)
-          text = re.sub(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}", "0", text)
-          # Mirror the relative location so "dir/x.h" includes resolve too.
-          rel = (d / target_name).relative_to(root)
-          for out in {gen / rel, gen / target_name}:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            if not out.exists():
-              out.write_text(text)
-          break
-  if not (gen / "config.h").exists():
-    (gen / "config.h").write_text("/* stand-in for a configure-generated config.h */\n")
-
-
-def include_dirs(root: pathlib.Path) -> list[str]:
-  """-I/-iquote flags: every directory holding headers, and its ancestors up to the root.
-
-  Order: the root, then directories named include, then the rest by depth/name.
-  Directories with a header named like a system header get -iquote (see SYSTEM_HEADERS).
-  """
-  dirs = set()
-  quote_only = set()
-  for d, files in _walk(root):
-    if any(f in SYSTEM_HEADERS for f in files) and d != root:
-      quote_only.add(d)
-    if any(os.path.splitext(f)[1] in HEADER_EXTS for f in files):
-      p = d
-      while True:
-        dirs.add(p)
-        if p == root or root not in p.parents:
-          break
-        p = p.parent
-  dirs.add(root)
-  def key(p: pathlib.Path):
-    rel = p.relative_to(root)
-    return (p != root, "include" not in rel.parts, len(rel.parts), str(rel))
-  return [("-iquote" if p in quote_only else "-I") + str(p) for p in sorted(dirs, key=key)]
-
-
 def _first_error(stderr: str) -> str:
   lines = [l.strip() for l in stderr.splitlines() if l.strip()]
   for l in lines:
     if re.search(r"\berror:", l):
       return l[:300]
   return (lines[0][:300] if lines else "failed without a message")
-
-
-def _driver_flags(unit: Unit, tc: toolchain_lib.Toolchain, opt: str, incs: list[str],
-                  gen: pathlib.Path) -> list[str]:
-  flags = [f"-{opt}", "-w", "-D_GNU_SOURCE"]
-  if unit.language == "c++":
-    flags.append("-std=c++17")
-  else:
-    # Old C code: keep what newer clang made errors as warnings (silenced by -w).
-    flags += ["-Wno-error=implicit-function-declaration", "-Wno-error=int-conversion",
-              "-Wno-error=incompatible-pointer-types", "-Wno-error=implicit-int"]
-  flags += PACKAGE_DEFINES.get(unit.package, [])
-  flags += list(incs)
-  if unit.language == "c++":
-    flags += [f"-isystem{d}" for d in GTEST_INCLUDES if os.path.isdir(d)]
-  return flags
 
 
 def cc1_of(driver: str, flags: list[str], src: str, cwd: str) -> list[str]:
@@ -332,7 +83,7 @@ def cc1_of(driver: str, flags: list[str], src: str, cwd: str) -> list[str]:
 
 def compile_unit(unit: Unit, tc, opt: str, incs, gen, out_bc: str) -> UnitResult:
   driver = tc.clangxx if unit.language == "c++" else tc.clang
-  flags = _driver_flags(unit, tc, opt, incs, gen)
+  flags = driver_flags(unit, tc, opt, incs, gen)
   cwd = str(unit.root)
   try:
     r = _run([driver] + flags + ["-Xclang", "-disable-llvm-passes", "-emit-llvm", "-c",
@@ -383,7 +134,7 @@ def make_corpus(output: str | os.PathLike, packages=DEFAULT_PACKAGES, opt: str =
       print(f"make_corpus: skipping package {pkg}: {e}", file=stream, flush=True)
       continue
     gen = out / ".gen" / pkg
-    _generate_config_dir(root, gen)
+    generate_config_dir(root, gen)
     for hname, text in PACKAGE_HEADERS.get(pkg, {}).items():
       (gen / hname).write_text(text)
     # Generated headers after the tree's own (so a real config.h wins over the stand-in).

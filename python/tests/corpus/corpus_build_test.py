@@ -12,6 +12,8 @@ import pytest
 from mlgo import corpus as corpus_lib
 from mlgo.corpus import baseline
 from mlgo.corpus import build
+from mlgo.corpus import source_tree
+from mlgo.corpus import sources
 from mlgo.util import toolchain as toolchain_lib
 
 TC = toolchain_lib.toolchain(22)
@@ -112,7 +114,7 @@ def test_generated_config_headers(tmp_path):
   (root / "present.h.in").write_text("#define X @X@\n")
   (root / "present.h").write_text("#define X 1\n")
   gen = tmp_path / "gen"
-  build._generate_config_dir(root, gen)
+  source_tree.generate_config_dir(root, gen)
   v = (gen / "include" / "lib" / "version.h").read_text()
   assert '#define LIB_VERSION "0"' in v and "#define LIB_MAJOR 0" in v
   assert "#define LIB_INLINE inline" in v and "/* #define int32_t" in v
@@ -125,7 +127,7 @@ def test_generated_config_headers(tmp_path):
   (root / "src").mkdir()
   (root / "src" / "v.c").write_text('#include "lib/version.h"\n#include "config.h"\n'
                                     "int major(void) { return LIB_MAJOR; }\n")
-  flags = build.include_dirs(root) + build.include_dirs(gen)
+  flags = source_tree.include_dirs(root) + source_tree.include_dirs(gen)
   r = subprocess.run([TC.clang, "-fsyntax-only", *flags, str(root / "src" / "v.c")],
                      capture_output=True, text=True)
   assert r.returncode == 0, r.stderr
@@ -140,7 +142,7 @@ def test_include_dirs_order_and_system_header_shadowing(tmp_path):
   (root / "tests" / "override" / "time.h").write_text("#error shadowed\n")
   (root / "debian" / "x.h").write_text("")
   (root / "win32" / "config.h").write_text("")
-  flags = build.include_dirs(root)
+  flags = source_tree.include_dirs(root)
   assert flags[0] == f"-I{root}"
   assert flags.index(f"-I{root / 'include'}") < flags.index(f"-I{root / 'src'}")
   assert f"-I{root / 'include' / 'pkg'}" in flags
@@ -160,7 +162,7 @@ def test_find_units_skips_packaging_and_ports(tmp_path):
     (root / d / "a.c").write_text("int a;\n")
   (root / "src" / "b.cpp").write_text("int b;\n")
   (root / "src" / "c.h").write_text("")
-  units = build.find_units("pkg", root)
+  units = source_tree.find_units("pkg", root)
   assert [(u.rel, u.language) for u in units] == [
       ("src/a.c", "c"), ("src/b.cpp", "c++"), ("tests/a.c", "c")]
   assert units[0].name == "pkg/src/a.c"
@@ -265,15 +267,15 @@ def test_make_corpus_refuses_to_replace_other_directories(tmp_path):
 
 
 def test_expand_packages_sets_order_and_errors():
-  got = build.expand_packages("zlib, @extra,re2,,zlib")
+  got = sources.expand_packages("zlib, @extra,re2,,zlib")
   # zlib first, then the extra set in its order, no package twice
   assert got[0] == "zlib"
-  assert got[1:] == list(build.EXTRA_PACKAGES)
-  assert len(got) == len(set(got)) == 1 + len(build.EXTRA_PACKAGES)
-  assert build.expand_packages("@default") == list(build.DEFAULT_PACKAGES)
+  assert got[1:] == list(sources.EXTRA_PACKAGES)
+  assert len(got) == len(set(got)) == 1 + len(sources.EXTRA_PACKAGES)
+  assert sources.expand_packages("@default") == list(sources.DEFAULT_PACKAGES)
   # the extra set is disjoint from the default one (it widens training data)
-  assert not set(build.EXTRA_PACKAGES) & set(build.DEFAULT_PACKAGES)
-  with pytest.raises(build.BuildError, match="unknown package set '@nosuch'"):
-    build.expand_packages("zlib,@nosuch")
-  with pytest.raises(build.BuildError, match="no packages"):
-    build.expand_packages(" , ")
+  assert not set(sources.EXTRA_PACKAGES) & set(sources.DEFAULT_PACKAGES)
+  with pytest.raises(sources.BuildError, match="unknown package set '@nosuch'"):
+    sources.expand_packages("zlib,@nosuch")
+  with pytest.raises(sources.BuildError, match="no packages"):
+    sources.expand_packages(" , ")

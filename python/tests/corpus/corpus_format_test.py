@@ -14,6 +14,7 @@ import pytest
 from mlgo import corpus as corpus_lib
 from mlgo.corpus import bitcode
 from mlgo.corpus import build
+from mlgo.corpus import source_tree
 from mlgo.corpus import format as fmt
 from mlgo.util import toolchain as toolchain_lib
 
@@ -37,9 +38,9 @@ def units(tmp_path_factory):
   work = tmp_path_factory.mktemp("units")
   root = work / "tinypkg"
   shutil.copytree(_tinypkg_root() / "src", root)
-  incs = build.include_dirs(root)
+  incs = source_tree.include_dirs(root)
   out = {}
-  for u in build.find_units("tinypkg", root):
+  for u in source_tree.find_units("tinypkg", root):
     out[u.rel] = build.compile_unit(u, TC, "Oz", incs, work / "gen", str(work / (u.rel + ".bc")))
   return root, out
 
@@ -119,8 +120,8 @@ def test_compile_argv_reproduces_clang_Oz_c(tmp_path, units, rel, driver_flags):
   ref = tmp_path / "ref.o"
   driver = TC.clangxx if rel.endswith(".cc") else TC.clang
   # Same flags make_corpus gave the driver, then a plain -Oz -c compile.
-  flags = build._driver_flags(res[rel].unit, TC, "Oz", build.include_dirs(root),
-                              tmp_path / "gen")
+  flags = source_tree.driver_flags(res[rel].unit, TC, "Oz", source_tree.include_dirs(root),
+                                   tmp_path / "gen")
   subprocess.run([driver] + flags + ["-c", rel, "-o", str(ref)], cwd=root, check=True)
   assert toolchain_lib.text_size(str(out)) == toolchain_lib.text_size(str(ref)) > 0
   assert filecmp.cmp(out, ref, shallow=False), "object bytes differ from clang -Oz -c"

@@ -11,7 +11,7 @@ import pytest
 
 from mlgo import corpus as corpus_lib
 from mlgo import env, problems
-from mlgo.training import rollouts, testing
+from mlgo.training import probe_tuning, probe_widening, rollouts, testing
 from mlgo.policy import policy_io
 from mlgo.util import cli
 
@@ -69,12 +69,12 @@ def test_probe_and_train(tiny_corpus, tmp_path):
   assert again["modules"] == 0 and len(rollouts.ProbeStore(out).index["done"]) == 4
 
   # Fine-tuning: the new policy takes the better action on (almost) every probe.
-  m = rollouts.train_on_probes(policy_dir, [out], tmp_path / "tuned", epochs=60,
-                               learning_rate=3e-3, heldout_fraction=0.0)
+  m = probe_tuning.train_on_probes(policy_dir, [out], tmp_path / "tuned", epochs=60,
+                                   learning_rate=3e-3, heldout_fraction=0.0)
   assert m["after"]["train_probe"][0] >= 0.9
   assert m["after"]["train_probe"][0] >= m["before"]["train_probe"][0]
   tuned = policy_io.load_policy(tmp_path / "tuned")
-  data = rollouts.load_probe_data([out], tuned.input_names)
+  data = probe_tuning.load_probe_data([out], tuned.input_names)
   x = data["probe_x"]
   pred = tuned.decide_batch({n: x[:, i:i + 1] for i, n in enumerate(tuned.input_names)})
   assert (pred == data["probe_y"]).mean() == pytest.approx(m["after"]["train_probe"][0])
@@ -98,7 +98,7 @@ def test_broken_module_is_skipped_and_counted(tiny_corpus, tmp_path):
 
 def test_training_needs_probe_data(tmp_path):
   with pytest.raises(FileNotFoundError, match="index.json"):
-    rollouts.train_on_probes(_shipped_policy(), [tmp_path / "nothing"], tmp_path / "o")
+    probe_tuning.train_on_probes(_shipped_policy(), [tmp_path / "nothing"], tmp_path / "o")
 
 
 def test_ir2vec_vocabulary_and_problem(tmp_path, tiny_corpus):
@@ -149,8 +149,8 @@ def test_widen_probes_keeps_states_and_adds_features(tiny_corpus, tmp_path):
   policy_dir = _shipped_policy()
   rollouts.probe_corpus(tiny_corpus, policy_dir, tmp_path / "p", split="all", max_probes=3,
                         anchors=20, jobs=2)
-  s = rollouts.widen_probes(tmp_path / "p", tiny_corpus, "inlining_ir2vec", tmp_path / "w",
-                            anchors=20, jobs=2)
+  s = probe_widening.widen_probes(tmp_path / "p", tiny_corpus, "inlining_ir2vec",
+                                  tmp_path / "w", anchors=20, jobs=2)
   assert s["modules"] == 4 and s["failed"] == 0 and s["mismatch"] == 0
   src, wide = rollouts.ProbeStore(tmp_path / "p"), rollouts.ProbeStore(tmp_path / "w")
   assert wide.index["features"][-2:] == ["callee_embedding", "caller_embedding"]
@@ -174,8 +174,8 @@ def test_widen_probes_keeps_states_and_adds_features(tiny_corpus, tmp_path):
     assert (caller_calls >= 1).all()
   # A corpus without those modules: each is counted as failed, nothing is written.
   other = testing.make_tiny_corpus(tmp_path / "other", PROGRAMS[:1])
-  s2 = rollouts.widen_probes(tmp_path / "p", other, "inlining_ir2vec", tmp_path / "w2",
-                             jobs=1)
+  s2 = probe_widening.widen_probes(tmp_path / "p", other, "inlining_ir2vec",
+                                   tmp_path / "w2", jobs=1)
   assert s2["failed"] == 3 and s2["modules"] == 1
 
 
