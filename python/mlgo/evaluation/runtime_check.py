@@ -188,7 +188,7 @@ def metrics(ev: dict) -> dict:
 
 def run(problem: str, policy_dir, out_dir, *, programs=None, jobs: int = 2,
         llvm_version: int = 22, stream=sys.stderr) -> list:
-  from mlgo.corpus import build  # pylint: disable=import-outside-toplevel
+  from mlgo.corpus import source_tree, sources  # pylint: disable=import-outside-toplevel
   pol = policy_io.load_policy(policy_dir)
   if pol.problem != problem:
     raise ValueError(f"{policy_dir}: policy is for {pol.problem}, not {problem}")
@@ -202,11 +202,11 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, jobs: int = 2,
   for prog in PROGRAMS:
     if programs and prog.name not in programs:
       continue
-    src = build.fetch_source(prog.package, cli.mlgo_home() / "sources")
+    src = sources.fetch_source(prog.package, cli.mlgo_home() / "sources")
     # Headers a Debian build generates first (e.g. lua's multiarch header).
     gen = out / prog.name / "gen"
     gen.mkdir(parents=True, exist_ok=True)
-    for hname, text in build.PACKAGE_HEADERS.get(prog.package, {}).items():
+    for hname, text in source_tree.PACKAGE_HEADERS.get(prog.package, {}).items():
       (gen / hname).write_text(text)
     prog = dataclasses.replace(prog, cflags=prog.cflags + [f"-I{gen}"])
     res = {}

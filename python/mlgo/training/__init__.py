@@ -1,6 +1,7 @@
 """Training, the same code for every problem: default traces (trace), behavioral cloning
-(bc), PPO with tf-agents (ppo), the end-to-end run (pipeline), rollout probes
-(rollouts), and the tf-agents networks of each policy architecture (networks).
+(bc), PPO with tf-agents (ppo; experience: results to batches, selection: the kept
+policy), the end-to-end run (pipeline), rollout probes (rollouts, probe_tuning,
+probe_widening), and the tf-agents networks of each policy architecture (networks).
 
 A problem plugs in only through its description (mlgo.problems: keys, scores, reward,
 architecture, exploration); policy files are mlgo.policy's, compiles mlgo.env's.
