@@ -90,11 +90,19 @@ def inline_advisor_plugin(name, model, llvm_version = 22, **kwargs):
     native.alias(name = name, actual = ":" + name + ".so", **kwargs)
 
 def advisor_server(name, model, **kwargs):
-    """NAME: native interactive-channel server for the policy in `model`."""
+    """NAME: native interactive-channel server for the policy in `model`.
+
+    Compiles //cc/advisor_server's main.cc and server.cc against the model's mlgo_model.h
+    and links //cc/log_reader (the channel's stream reader).
+    """
     native.cc_binary(
         name = name,
-        srcs = ["//cc/advisor_server:advisor_server.cc"],
-        deps = [model],
+        srcs = [
+            "//cc/advisor_server:main.cc",
+            "//cc/advisor_server:server.cc",
+            "//cc/advisor_server:server.h",
+        ],
+        deps = [model, "//cc/log_reader"],
         copts = ["-O2", "-w"],
         **kwargs
     )

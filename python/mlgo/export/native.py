@@ -1,9 +1,11 @@
 """Builds the inline advisor plugin and the advisor server outside Bazel.
 
 `tools/export_policy` ships a ready artifact to users whose policy was trained anywhere:
-it compiles cc/inline_plugin/inline_plugin.cc or cc/advisor_server/advisor_server.cc
-against the AOT objects with the system C++ compiler. The few XLA runtime sources a model needs are
-compiled once per (TensorFlow, compiler) pair and cached under mlgo_home().
+it compiles cc/inline_plugin/inline_plugin.cc, or the advisor server's sources
+(cc/advisor_server/{main,server}.cc and cc/log_reader/{log_reader,json}.cc, with -I at the
+directory holding cc/ so their "cc/..." includes resolve), against the AOT objects with the
+system C++ compiler. The few XLA runtime sources a model needs are compiled once per
+(TensorFlow, compiler) pair and cached under mlgo_home().
 """
 import concurrent.futures
 import hashlib
@@ -25,7 +27,18 @@ RUNTIME_SOURCES = (
     "xla/service/cpu/runtime_single_threaded_matmul_f64.cc",
 )
 PLUGIN_SRC = "cc/inline_plugin/inline_plugin.cc"
-SERVER_SRC = "cc/advisor_server/advisor_server.cc"
+# The advisor server: what Bazel's advisor_server macro compiles and links, as files.
+SERVER_SRCS = (
+    "cc/advisor_server/main.cc",
+    "cc/advisor_server/server.cc",
+    "cc/log_reader/log_reader.cc",
+    "cc/log_reader/json.cc",
+)
+SERVER_HDRS = (
+    "cc/advisor_server/server.h",
+    "cc/log_reader/log_reader.h",
+    "cc/log_reader/json.h",
+)
 
 
 def _tf_dirs() -> tuple[pathlib.Path, pathlib.Path]:
@@ -49,20 +62,26 @@ def cxx_compiler() -> str:
   raise ExportError("no C++ compiler found (set CXX, or install g++ or clang-22)")
 
 
-def source_file(rel: str) -> pathlib.Path:
-  """A file of this repository: from the checkout, or from runfiles under Bazel."""
+def source_root(*rels: str) -> pathlib.Path:
+  """The directory holding this repository's files `rels` (all of them, so one -I at it
+  resolves their includes): the checkout, or the runfiles tree under Bazel."""
   here = pathlib.Path(__file__).resolve()
   roots = []
   if os.environ.get("BUILD_WORKSPACE_DIRECTORY"):
     roots.append(pathlib.Path(os.environ["BUILD_WORKSPACE_DIRECTORY"]))
   roots += list(pathlib.Path(__file__).absolute().parents) + list(here.parents)
-  if os.environ.get("RUNFILES_DIR"):
-    roots.append(pathlib.Path(os.environ["RUNFILES_DIR"]) / "mlgo")
+  roots += cli.runfile_candidates("")
   for r in roots:
-    for cand in (r / rel, r / "mlgo" / rel):
-      if cand.exists():
+    for cand in (r, r / "mlgo"):
+      if all((cand / rel).exists() for rel in rels):
         return cand
-  raise ExportError(f"source file {rel} not found (run from the mlgo checkout or via bazel)")
+  raise ExportError(f"source files {', '.join(rels)} not found together "
+                    "(run from the mlgo checkout or via bazel)")
+
+
+def source_file(rel: str) -> pathlib.Path:
+  """A file of this repository: from the checkout, or from runfiles under Bazel."""
+  return source_root(rel) / rel
 
 
 def _run(cmd: list[str], what: str, timeout: float = 600):
@@ -128,14 +147,15 @@ def build_plugin(aot_dir, out_path, llvm_version: int = 22, cxx: str | None = No
 
 
 def build_server(aot_dir, out_path, cxx: str | None = None) -> pathlib.Path:
-  """OUT: the advisor server binary."""
+  """OUT: the advisor server binary (its sources and //cc/log_reader's, one compile)."""
   cxx = cxx or cxx_compiler()
   aot_dir = pathlib.Path(aot_dir)
   aot, inc = _tf_dirs()
   out = pathlib.Path(out_path)
   out.parent.mkdir(parents=True, exist_ok=True)
-  cmd = [cxx, "-std=c++17", "-O2", "-w", f"-I{aot_dir}", f"-I{aot}", f"-I{inc}",
-         str(source_file(SERVER_SRC)), str(aot_dir / "policy.o"),
+  root = source_root(*SERVER_SRCS, *SERVER_HDRS)
+  cmd = [cxx, "-std=c++17", "-O2", "-w", f"-I{aot_dir}", f"-I{root}", f"-I{aot}", f"-I{inc}",
+         *(str(root / s) for s in SERVER_SRCS), str(aot_dir / "policy.o"),
          str(aot_dir / "policy_metadata.o"), *map(str, runtime_objects(cxx)), "-o", str(out)]
   _run(cmd, "building the advisor server")
   return out
