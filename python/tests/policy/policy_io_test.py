@@ -87,11 +87,13 @@ def test_rewrite_is_atomic_replace(tmp_path):
   assert sorted(p.name for p in tmp_path.iterdir()) == ["pol"]
 
 
-def test_architecture_lookup_imports_registrations_and_rejects_unknown():
-  # A regalloc policy dir loads without its registering module imported first.
-  assert policy_io._architecture("regalloc_column_scorer").TYPE == "regalloc_column_scorer"
+def test_architecture_lookup_knows_every_architecture_and_rejects_unknown():
+  from mlgo.policy import architectures
+  for name in ("mlp_categorical", "mlp_normal", "regalloc_column_scorer",
+               "regalloc_log2_normal"):
+    assert architectures.architecture_class(name).TYPE == name
   with pytest.raises(ValueError, match="unknown architecture 'nope'"):
-    policy_io._architecture("nope")
+    architectures.architecture_class("nope")
 
 
 def test_average_policies(tmp_path):

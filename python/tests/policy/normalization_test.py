@@ -67,3 +67,20 @@ def test_collector_bounded_sample():
   assert c.seen["a"] == 50000
   fn = c.finish()[0]
   assert fn.boundaries[0] <= 10 and fn.boundaries[-1] >= 990
+
+
+def test_nan_encodes_like_the_tf_graph():
+  # LLVM sends NaN for some eviction features; the SavedModel's `x >= boundary` is false
+  # for NaN, so its CDF level is 0. Every numpy path must agree (the per-run fast path
+  # for [1, 33] features included).
+  norm = normalization.fit_feature("f", np.arange(100.0))
+  for n in (1, 33):
+    enc = normalization.Normalizer([norm] * n)
+    x = np.full(n, np.nan)
+    x[0] = 50.0
+    one = enc.encode_one(x).reshape(n, 3)
+    rows = enc.encode_scalar_rows(x[None, :]).reshape(n, 3)
+    assert one[0, 0] > 0.4 and rows[0, 0] > 0.4
+    if n > 1:
+      assert (one[1:, :2] == 0).all() and (rows[1:, :2] == 0).all()
+      assert np.isnan(one[1:, 2]).all()
