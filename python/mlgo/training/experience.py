@@ -23,6 +23,7 @@ def make_experience(problem, cfg, st, encoder, spec, rng, results, weights):
       for k, v in sc.items():
         group.setdefault(k, []).append(v)
   old_baselines = dict(st["baselines"])
+  known = set(st.get("default_modules", ()))
   arch = encoder.arch
   for res, scores in zip(results, all_scores):
     rew = {}
@@ -31,8 +32,13 @@ def make_experience(problem, cfg, st, encoder, spec, rng, results, weights):
       g = group.get(k, [])
       if len(g) >= 2:
         base = (sum(g) - s) / (len(g) - 1)
-      if base is None and problem.missing_score is not None and k not in st["default_scores"]:
-        base = st["default_scores"].setdefault(k, s)  # first seen: no spill code before
+      if (base is None and problem.missing_score is not None and res.module_name in known
+          and k not in st["default_scores"]):
+        # The default's compile of this module had no score for k (regalloc: no spill
+        # code in that function): its default is the missing score, and a policy that
+        # adds spill code there is worse than the default.
+        base = st["default_scores"][k] = problem.missing_score
+        st["baselines"][k] = base
       if base is None:
         continue
       rew[k] = problem.reward_value(s, base)
@@ -86,6 +92,13 @@ def make_experience(problem, cfg, st, encoder, spec, rng, results, weights):
                                    replace=False))
     obs, acts, wts, rewards = obs[keep], acts[keep], wts[keep], rewards[keep]
   wts = wts * (len(wts) / wts.sum())
+  if cfg.batch_advantage_normalization:
+    # Advantages standardized over the whole batch, as textbook PPO does. tf-agents
+    # standardizes per minibatch and drops decisions whose advantage is exactly 0 (in
+    # regalloc most functions keep their cost, so most rewards are 0); standardizing
+    # first keeps them: when the batch's mean reward is negative, keeping the
+    # default-like decisions of unchanged functions is better than average.
+    rewards = ((rewards - rewards.mean()) / (rewards.std() + 1e-6)).astype(np.float32)
   params = type(arch)(spec["architecture"], weights).dist_params(obs)
   params = {k: v for k, v in params.items() if k in arch.DIST_PARAMS}
   return {"obs": obs, "actions": acts, "params": params,

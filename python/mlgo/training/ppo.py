@@ -64,6 +64,9 @@ class PPOConfig:
     0.5 leans toward the keys that dominate the total (hot functions for regalloc).
   max_decisions_per_module / max_decisions_per_iteration: if > 0, a seeded uniform
     subsample of the decisions of each compile / of the whole batch is trained on.
+  batch_advantage_normalization: standardize the rewards over the whole batch before
+    tf-agents sees them (else tf-agents standardizes per minibatch and leaves out
+    decisions whose reward is exactly 0).
   validation_metric: "total" (total score change of the validation modules) or
     "module_mean" (mean over modules of (policy + 1) / (default + 1) - 1: corpus totals
     can be one hot function, e.g. an interpreter loop holding 90% of a sample's cost).
@@ -84,7 +87,8 @@ class PPOConfig:
                validate_every: int = 0, validation_modules: int = 48,
                score_weighting_power: float = 0.0, max_decisions_per_module: int = 0,
                max_decisions_per_iteration: int = 0, validation_metric: str = "total",
-               trace_max_decisions_per_module: int = 0):
+               trace_max_decisions_per_module: int = 0,
+               batch_advantage_normalization: bool = False):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
   def to_json(self):

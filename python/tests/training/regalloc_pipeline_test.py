@@ -32,7 +32,7 @@ def _configs(iterations):
   pcfg = ppo.PPOConfig(modules_per_iteration=3, num_iterations=iterations, jobs=2,
                        minibatch_rows=8, validate_every=1, validation_modules=4,
                        validation_metric="module_mean", score_weighting_power=0.5,
-                       max_decisions_per_module=100)
+                       max_decisions_per_module=100, batch_advantage_normalization=True)
   return cfg, pcfg
 
 
