@@ -69,7 +69,7 @@ class DefaultCache:
 
 def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_default=None):
   """Work item: default compile and policy compile of one module -> small summaries."""
-  from mlgo import env, problems  # pylint: disable=import-outside-toplevel
+  from mlgo import env  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)
 
   def run(policy):

@@ -3,8 +3,10 @@
 A `Problem` says which tool runs (clang or llc), which flags turn on LLVM's interactive
 channel, what the compiler sends (features), what it expects back (action), how the
 compiler's default heuristic decides (or a deterministic stand-in when the channel does
-not send it) and how the reward is computed. Collection, training, export and evaluation
-code only talk to this description.
+not send it), how the reward is computed and scored (per module or per function), and
+which network architecture its policies use. Collection, training, export and
+evaluation code only talk to this description: a new problem is a file here (plus a gin
+file), registered in the table below.
 
     problem = mlgo.problems.get_problem("inlining")
     problem.features      # list[FeatureSpec] the policy sees

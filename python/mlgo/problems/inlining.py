@@ -22,7 +22,7 @@ import numpy as np
 
 from mlgo.policy import architectures
 from mlgo.problems import ir2vec
-from mlgo.problems.base import ActionSpec, Problem, first, spec
+from mlgo.problems.base import ActionSpec, Problem, spec
 from mlgo.util import toolchain
 
 FEATURE_NAMES = [

@@ -24,7 +24,6 @@ import time
 import gin
 import numpy as np
 
-from mlgo import corpus as corpus_lib
 from mlgo import problems as problems_lib
 from mlgo.env import work
 from mlgo.training import bc, dataset, experience, networks, selection
