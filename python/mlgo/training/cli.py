@@ -92,7 +92,10 @@ LLVM's default priority on the held-out split (see the README).
 def pipeline_main(argv=None, problem: str = "regalloc_eviction"):
   ap = argparse.ArgumentParser(description=PIPELINE_USAGE,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--problem", default=problem)
+  from mlgo.problems import problem_names  # pylint: disable=import-outside-toplevel
+  ap.add_argument("--problem", default=problem, choices=problem_names(),
+                  help="the decision to learn (default %(default)s; regalloc_priority is "
+                       "experimental)")
   ap.add_argument("--corpus", help="corpus dir in the mlgo-utils format (default: the "
                   "default corpus, built once)")
   ap.add_argument("--output", help="output dir (default: ./mlgo_<problem>)")
