@@ -185,3 +185,23 @@ env.compile_module(env.LlcModule("mixer", {bc!r}, ["-O2"]), "regalloc_eviction",
       break
     time.sleep(0.1)
   assert not out.stdout.strip()
+
+
+def test_shipped_eviction_policy_runs_in_the_loop(modules):
+  """The shipped model loads as the problem's network and answers llc with valid
+  columns only (no corrections), changing the allocation of the test programs."""
+  from mlgo.policy import policy_io
+  from mlgo.util import cli
+  d = next(p for p in cli.runfile_candidates("models/regalloc_eviction") +
+           [pathlib.Path(__file__).resolve().parents[3] / "models" / "regalloc_eviction"]
+           if (p / "policy.json").exists())
+  pol = policy_io.load_policy(d)
+  assert pol.problem == "regalloc_eviction"
+  assert pol.spec["architecture"]["type"] == "regalloc_column_scorer"
+  changed = 0
+  for m in modules.values():
+    res = env.compile_module(m, "regalloc_eviction", pol, timeout=120)
+    ref = env.compile_module(m, "regalloc_eviction", env.CompilerDefault(), timeout=120)
+    assert res.ok and res.decisions > 0 and res.corrections == 0, res.reason
+    changed += res.reward["functions"] != ref.reward["functions"]
+  assert changed >= 1
