@@ -115,6 +115,10 @@ class Problem:
       return {module_name: float(v) for v in sub.values()}
     return {f"{module_name}::{fn}": float(v) for fn, v in sub.items()}
 
+  def module_of(self, key: str) -> str:
+    """The module a key (from `scores`) belongs to."""
+    return key if self.key == "module" else key.split("::", 1)[0]
+
   def trajectory_key(self, module_name: str, trajectory) -> str:
     if self.key == "module":
       return module_name

@@ -16,6 +16,10 @@ from mlgo.policy import architectures, normalization, policy_io
 from mlgo.training import dataset
 
 
+# Largest encoded trace kept in memory across behavioral-cloning epochs.
+CACHE_BYTES = 2 << 30
+
+
 def heldout_module(name: str, fraction: float, salt: str = "bc") -> bool:
   """A stable pseudo-random `fraction` of module names (a different set per salt)."""
   h = int(hashlib.sha1(f"{salt}:{name}".encode()).hexdigest()[:8], 16)
@@ -188,14 +192,21 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
       target = target.astype(np.float32)
     return x, y, held, ok, target
 
+  # Encoding a shard (and the labels' validity, a forward pass) does not change between
+  # epochs: do it once when the encoded trace fits in memory, else once per epoch.
+  encoded_bytes = ds.num_decisions * input_dim * 4
+  cached = [shard_arrays(sh) for sh in ds.shards()] if encoded_bytes <= CACHE_BYTES else None
+
+  def arrays():
+    return cached if cached is not None else (shard_arrays(sh) for sh in ds.shards())
+
   rng = np.random.default_rng(seed)
   print(f"behavioral cloning ({problem.name}, {arch['type']}): {ds.num_decisions} decisions "
         f"from {len(ds.modules)} modules, {len(spec['features'])} features -> {input_dim} "
         f"inputs, {epochs} epochs", file=stream)
   for epoch in range(epochs):
     losses = []
-    for shard in ds.shards():
-      x, y, held, ok, target = shard_arrays(shard)
+    for x, y, held, ok, target in arrays():
       use = np.flatnonzero(ok & ~held)
       order = use[rng.permutation(len(use))]
       for s in range(0, len(order), batch_size):
@@ -216,8 +227,7 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   per_class = {}
   ent_sum, ent_n = 0.0, 0
   preds = {"train": ([], []), "heldout": ([], [])}
-  for shard in ds.shards():
-    x, y, held, ok, _ = shard_arrays(shard)
+  for x, y, held, ok, _ in arrays():
     params = policy.arch.dist_params(x)
     ent_sum += float(policy.arch.entropy(params).sum())
     ent_n += len(x)

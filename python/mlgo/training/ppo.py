@@ -195,8 +195,7 @@ class Trainer:
             "spec": spec, "initial_weights": initial_weights,
             "default_scores": default_scores, "baselines": dict(default_scores),
             "default_modules": sorted(default_modules | {
-                k.split("::")[0] if self.problem.key != "module" else k
-                for k in default_scores}),
+                self.problem.module_of(k) for k in default_scores}),
             "decisions": decisions,
             "rng": np.random.default_rng(self.cfg.seed).bit_generator.state,
             "totals": {"failed": 0, "cancelled": 0, "compiles": 0, "cpu_seconds": 0.0,
@@ -302,7 +301,7 @@ class Trainer:
     """The default's total score per module (keys may be "module::function")."""
     out = {}
     for k, v in self.state["default_scores"].items():
-      m = k.split("::")[0] if self.problem.key != "module" else k
+      m = self.problem.module_of(k)
       out[m] = out.get(m, 0.0) + v
     return out
 

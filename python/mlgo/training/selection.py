@@ -31,6 +31,13 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
   ref = (spec, weights, True)
   pol = dft = cpu = 0.0
   ratios = []
+  # The default's keys of each validation module, grouped once (not scanned per result).
+  names = {m.name for m in modules}
+  keys_of = {}
+  for k, d in default_scores.items():
+    name = problem.module_of(k)
+    if name in names:
+      keys_of.setdefault(name, []).append((k, d))
   with make_pool(cfg.pool, cfg.jobs) as pool:
     for m in modules:
       pool.submit(work.compile_one, m, problem.name, ref, None, corpus.llvm_version,
@@ -42,8 +49,8 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
       name = r.item[0].name
       scores = problem.scores(name, r.value[0].reward)
       p_m = d_m = 0.0
-      for k, d in default_scores.items():
-        if k in scores or (problem.missing_score is not None and k.startswith(name + "::")):
+      for k, d in keys_of.get(name, ()):
+        if k in scores or problem.missing_score is not None:
           p_m += scores.get(k, problem.missing_score or 0.0)
           d_m += d
       pol += p_m
