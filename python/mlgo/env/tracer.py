@@ -3,7 +3,8 @@
 Bazel builds it as //cc/regalloc_trace:libregalloc_trace.so (a data dependency of the
 regalloc tools and tests). Outside Bazel, or if that file is missing, it is compiled
 once from the checkout's source with the LLVM version's clang++ and cached under
-mlgo_home()/plugins/<source hash>/.
+mlgo_home()/plugins/<source hash>/. On a Ray node without the checkout the source
+arrives with the task ($MLGO_REGALLOC_TRACE_SOURCE).
 """
 import hashlib
 import os
@@ -40,6 +41,9 @@ def plugin_path(llvm_version: int = 22) -> str:
 def _source() -> pathlib.Path:
   root = cli.repo_root()
   cands = []
+  shipped = os.environ.get("MLGO_REGALLOC_TRACE_SOURCE")   # a Ray node's copy (workers.ray_pool)
+  if shipped:
+    cands.append(pathlib.Path(shipped))
   if root:
     cands.append(root / _SRC)
   for c in _runfiles_candidates():

@@ -142,7 +142,7 @@ def _plot(rows, path, title):
 
 
 def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldout",
-             jobs: int = 2, timeout: float = 300.0, pool_kind: str = "process",
+             jobs: int = 2, timeout: float = 300.0, pool_kind: str | None = None,
              stream=None, use_cache: bool = True) -> dict:
   """corpus_dir: a corpus, or a prepared corpus (llc problems prepare one if given a
   corpus). Returns the summary (also written to OUTPUT/summary.json)."""

@@ -78,7 +78,7 @@ class PPOConfig:
                value_pred_loss_coef: float = 0.5, gradient_clipping: float | None = 1.0,
                baseline_momentum: float = 0.8, decision_weighting: str = "decision",
                hidden=None, compile_timeout: float = 300.0,
-               iteration_timeout: float | None = 1800.0, jobs: int = 2, pool: str = "process",
+               iteration_timeout: float | None = 1800.0, jobs: int = 2, pool: str | None = None,
                trace_modules: int = 200, seed: int = 0, keep_policies: int = 1000000,
                save_saved_model: bool = True, samples_per_module: int = 1,
                baseline: str = "moving_average", skip_decisionless: bool = True,

@@ -58,14 +58,14 @@ def _widen_module(module, spec: dict, weights: dict, problem_name: str, position
 
 def widen_probes(src_dir, corpus_dir, problem_name: str, output, *, policy_dir=None,
                  anchors: int = 200, jobs: int | None = None, timeout: float = 300.0,
-                 seed: int = 0, pool: str = "process", stream=sys.stderr) -> dict:
+                 seed: int = 0, pool: str | None = None, stream=sys.stderr) -> dict:
   """Copies the probes of `src_dir` into `output` with every feature `problem_name`'s
   compiler sends (e.g. "inlining_ir2vec"), by re-running each module's greedy compile
   of the probed policy (one compile per module, not one per probe). A probe whose state
   is not found again is marked a mismatch (not trained on) and counted."""
   from mlgo import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
   from mlgo.util.progress import Progress  # pylint: disable=import-outside-toplevel
-  from mlgo.workers.local import make_pool  # pylint: disable=import-outside-toplevel
+  from mlgo.workers import make_pool  # pylint: disable=import-outside-toplevel
   src = rollouts.ProbeStore(src_dir)
   policy_dir = policy_dir or src.index["policy"]
   policy = policy_io.load_policy(policy_dir)

@@ -202,13 +202,13 @@ class ProbeStore:
 def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
                  max_probes: int = 16, random_fraction: float = 0.25, anchors: int = 200,
                  max_modules: int | None = None, jobs: int | None = None,
-                 timeout: float = 300.0, seed: int = 0, pool: str = "process",
+                 timeout: float = 300.0, seed: int = 0, pool: str | None = None,
                  stream=sys.stderr) -> dict:
   """Probes every module of `split` (or a seeded sample of `max_modules`) with the
   greedy policy of `policy_dir`. Failed or hung compiles are skipped and counted."""
   from mlgo import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
   from mlgo.util.progress import Progress  # pylint: disable=import-outside-toplevel
-  from mlgo.workers.local import make_pool  # pylint: disable=import-outside-toplevel
+  from mlgo.workers import make_pool  # pylint: disable=import-outside-toplevel
   corpus = corpus_lib.load_corpus(corpus_dir)
   policy = policy_io.load_policy(policy_dir)
   if not policy.problem.startswith("inlining"):

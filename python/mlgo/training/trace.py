@@ -19,7 +19,7 @@ from mlgo.workers import make_pool
 
 def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate: float = 1.0,
                            jobs: int = 2, timeout: float = 300.0, seed: int = 0,
-                           split: str = "train", pool_kind: str = "process",
+                           split: str = "train", pool_kind: str | None = None,
                            max_decisions_per_module: int = 0, modules=None,
                            stream=sys.stderr) -> dict:
   """max_decisions_per_module > 0 keeps a seeded uniform sample of each module's

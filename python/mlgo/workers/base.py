@@ -13,6 +13,7 @@ class TaskResult:
   error: str | None = None  # traceback text if the function raised or the worker died
   cancelled: bool = False   # not finished before the deadline
   seconds: float = 0.0
+  node: str = "local"       # where it ran (a Ray node label; "local" for local pools)
 
   @property
   def ok(self) -> bool:

@@ -192,11 +192,3 @@ class ThreadPool(WorkerPool):
 
   def close(self):
     self._ex.shutdown(wait=False, cancel_futures=True)
-
-
-def make_pool(kind: str = "process", jobs: int | None = None) -> WorkerPool:
-  if kind == "process":
-    return ProcessPool(jobs)
-  if kind == "thread":
-    return ThreadPool(jobs)
-  raise ValueError(f"unknown worker pool kind {kind!r} (process|thread)")

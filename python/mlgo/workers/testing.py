@@ -1,4 +1,5 @@
 """Tiny picklable work functions for testing pools (sleep, fail, crash, subprocess)."""
+import dataclasses
 import os
 import subprocess
 import time
@@ -28,3 +29,16 @@ def subprocess_sleep(seconds, pid_file=None):
     with open(pid_file, "w") as f:
       f.write(str(p.pid))
   return p.pid, p.wait()
+
+
+@dataclasses.dataclass
+class FileItem:
+  """A work-item argument with a module file, like a corpus module."""
+  name: str
+  bc_path: str
+
+
+def file_of(item):
+  """(path, bytes) of a work item's `bc_path`: what a compile on the worker would read."""
+  with open(item.bc_path, "rb") as f:
+    return item.bc_path, f.read()
