@@ -14,6 +14,7 @@ from mlgo.corpus import baseline
 from mlgo.corpus import build
 from mlgo.corpus import format as fmt
 from mlgo.util import cli
+from mlgo import workers
 
 
 def main(argv=None) -> int:
@@ -25,7 +26,9 @@ def main(argv=None) -> int:
                  help="report directory (default: CORPUS/baseline_report)")
   p.add_argument("--llvm_version", type=int, default=None,
                  help="LLVM to compile with (default: the corpus' own)")
+  workers.add_flags(p)
   a = p.parse_args(argv)
+  workers.apply_flags(a)
   try:
     if a.corpus:
       path = cli.user_path(a.corpus)

@@ -13,6 +13,7 @@ import tempfile
 import time
 
 from mlgo.util.cli import user_path
+from mlgo import workers
 
 
 def plain_compile(module, llvm_version, timeout):
@@ -35,7 +36,9 @@ def main(argv=None):
   ap.add_argument("--output", help="dir for the benchmark's training run (default: temp)")
   ap.add_argument("--trace", help="default trace (else a small one is made)")
   ap.add_argument("--warmstart", help="policy dir to sample from (else random init)")
+  workers.add_flags(ap)
   a = ap.parse_args(argv)
+  workers.apply_flags(a)
   import numpy as np  # pylint: disable=import-outside-toplevel
   from mlgo import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
   from mlgo.env import work as collect  # pylint: disable=import-outside-toplevel
@@ -64,7 +67,7 @@ def main(argv=None):
     t0 = time.monotonic()
     cpu = 0.0
     ok = 0
-    with make_pool("process", a.jobs) as pool:
+    with make_pool(None, a.jobs) as pool:
       for r in pool.map_unordered(fn, items):
         cpu += r.seconds
         ok += int(r.ok and (r.value[0] if isinstance(r.value[0], bool) else r.value[0].ok))

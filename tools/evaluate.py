@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from mlgo.util.cli import repo_root, user_path
+from mlgo import workers
 
 
 def main(argv=None):
@@ -23,7 +24,9 @@ def main(argv=None):
   ap.add_argument("--output", default="evaluation", help="output dir")
   ap.add_argument("--jobs", type=int, default=2)
   ap.add_argument("--timeout", type=float, default=300.0)
+  workers.add_flags(ap)
   a = ap.parse_args(argv)
+  workers.apply_flags(a)
   from mlgo import evaluation  # pylint: disable=import-outside-toplevel
   policy = a.policy
   if policy != "default":

@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from mlgo.util.cli import user_path
+from mlgo import workers
 
 
 def main(argv=None):
@@ -26,7 +27,9 @@ def main(argv=None):
   ap.add_argument("--seed", type=int, default=0)
   ap.add_argument("--max_decisions_per_module", type=int, default=0,
                   help="keep a seeded sample of at most this many decisions per module")
+  workers.add_flags(ap)
   a = ap.parse_args(argv)
+  workers.apply_flags(a)
   from mlgo.training import trace  # pylint: disable=import-outside-toplevel
   stats = trace.generate_default_trace(user_path(a.corpus), a.problem, user_path(a.output),
                                        sampling_rate=a.sampling_rate, jobs=a.jobs,

@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from mlgo.util.cli import user_path
+from mlgo import workers
 
 
 def main(argv=None):
@@ -29,7 +30,9 @@ def main(argv=None):
   ap.add_argument("--jobs", type=int, help="parallel compiles (default: cores)")
   ap.add_argument("--timeout", type=float, default=300.0, help="seconds per compile")
   ap.add_argument("--seed", type=int, default=0)
+  workers.add_flags(ap)
   a = ap.parse_args(argv)
+  workers.apply_flags(a)
   from mlgo import corpus  # pylint: disable=import-outside-toplevel
   from mlgo.training import rollouts  # pylint: disable=import-outside-toplevel
   s = rollouts.probe_corpus(corpus.corpus_arg(a.corpus), user_path(a.policy),

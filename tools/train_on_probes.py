@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from mlgo.util.cli import user_path
+from mlgo import workers
 
 
 def main(argv=None):
@@ -25,7 +26,9 @@ def main(argv=None):
                   help="relative size change that counts as weight 1")
   ap.add_argument("--weight_cap", type=float, default=4.0)
   ap.add_argument("--seed", type=int, default=0)
+  workers.add_flags(ap)
   a = ap.parse_args(argv)
+  workers.apply_flags(a)
   from mlgo.training import probe_tuning  # pylint: disable=import-outside-toplevel
   m = probe_tuning.train_on_probes(user_path(a.policy),
                                    [user_path(p) for p in a.probes.split(",") if p],

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from mlgo.util.cli import user_path
+from mlgo import workers
 
 
 def main(argv=None):
@@ -24,7 +25,9 @@ def main(argv=None):
   ap.add_argument("--policy", help="the probed policy (default: as recorded)")
   ap.add_argument("--jobs", type=int, help="parallel compiles (default: cores)")
   ap.add_argument("--timeout", type=float, default=300.0, help="seconds per compile")
+  workers.add_flags(ap)
   a = ap.parse_args(argv)
+  workers.apply_flags(a)
   from mlgo import corpus  # pylint: disable=import-outside-toplevel
   from mlgo.training import probe_widening  # pylint: disable=import-outside-toplevel
   s = probe_widening.widen_probes(user_path(a.probes), corpus.corpus_arg(a.corpus),

@@ -7,7 +7,6 @@ Every trained inliner is compared to this: each module is compiled by plain
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import csv
 import dataclasses
 import json
@@ -18,6 +17,7 @@ import sys
 import tempfile
 import time
 
+from mlgo import workers
 from mlgo.corpus import format as fmt
 from mlgo.util import progress as progress_lib
 from mlgo.util import toolchain as toolchain_lib
@@ -161,15 +161,23 @@ def compile_module(m: fmt.CorpusModule, clang: str, workdir: str, index: int,
   return res
 
 
+def baseline_item(m: fmt.CorpusModule, llvm_version: int, timeout: float = 300.0) -> ModuleResult:
+  """A worker-pool work item: compile_module with this node's clang and a private dir."""
+  tc = toolchain_lib.toolchain(llvm_version)
+  with tempfile.TemporaryDirectory(prefix="mlgo-baseline-") as work:
+    return compile_module(m, tc.clang, work, 0, timeout)
+
+
 def run_baseline(corpus: fmt.Corpus | str | os.PathLike, jobs: int = 2,
                  llvm_version: int | None = None, stream=None, timeout: float = 300.0,
-                 modules=None) -> Report:
-  """Compiles every module of `corpus` with the default heuristic, `jobs` at a time."""
+                 modules=None, pool_kind: str | None = None) -> Report:
+  """Compiles every module of `corpus` with the default heuristic on a worker pool
+  (`pool_kind`, default: --workers; `jobs` at a time on a local pool)."""
   if not isinstance(corpus, fmt.Corpus):
     corpus = fmt.load_corpus(corpus)
   version = int(llvm_version or corpus.llvm_version)
   corpus.check_llvm_version(version)
-  tc = toolchain_lib.toolchain(version)
+  toolchain_lib.toolchain(version)   # a missing compiler fails here, before any work
   stream = stream or sys.stderr
   todo = list(modules if modules is not None else corpus.modules)
   results: list[ModuleResult] = []
@@ -181,16 +189,20 @@ def run_baseline(corpus: fmt.Corpus | str | os.PathLike, jobs: int = 2,
                                 reason=p.message))
   t0 = time.monotonic()
   prog = progress_lib.Progress("baseline", len(todo), stream=stream)
-  with tempfile.TemporaryDirectory(prefix="mlgo-baseline-") as work, \
-      concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-    futs = [pool.submit(compile_module, m, tc.clang, work, i, timeout)
-            for i, m in enumerate(todo)]
-    total = 0
-    for fut in concurrent.futures.as_completed(futs):
-      r = fut.result()
-      results.append(r)
-      total += r.text_size or 0
-      prog.update(1, 0 if r.ok else 1, extra=f".text {total:,} B")
+  total = 0
+  with workers.make_pool(pool_kind, jobs) as pool:
+    for m in todo:
+      pool.submit(baseline_item, m, version, timeout)
+    for r in pool.results():
+      if r.ok:
+        res = r.value
+      else:   # the worker (or its node) died: the module fails, the report goes on
+        m = r.item[0]
+        res = ModuleResult(m.name, m.package, m.language, m.split, ok=False, kind=m.kind,
+                           reason=(r.error or "cancelled").strip().splitlines()[-1][:300])
+      results.append(res)
+      total += res.text_size or 0
+      prog.update(1, 0 if res.ok else 1, extra=f".text {total:,} B", node=r.node)
   if todo and getattr(prog, "_tty", False):
     prog.close()  # a log already got the final line from update()
   results.sort(key=lambda r: r.module)

@@ -192,7 +192,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
       if not r.ok:
         failed.append({"module": m.name, "reason": (r.error or "cancelled").strip()
                        .splitlines()[-1][:300]})
-        progress.update(failed=1)
+        progress.update(failed=1, node=r.node)
         continue
       d, p = r.value
       if d["ok"]:
@@ -200,7 +200,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
       if not d["ok"] or not p["ok"]:
         failed.append({"module": m.name, "reason": ("default: " + str(d["reason"])) if not d["ok"]
                        else ("policy: " + str(p["reason"]))})
-        progress.update(failed=1)
+        progress.update(failed=1, node=r.node)
         continue
       decisions += p["decisions"]
       corrections += p.get("corrections", 0)
@@ -220,7 +220,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
                      "default_decisions": d["decisions"], "policy_decisions": p["decisions"],
                      "default_seconds": round(d["seconds"], 3),
                      "policy_seconds": round(p["seconds"], 3)})
-      progress.update()
+      progress.update(node=r.node)
   progress.close()
   if use_cache:
     cache.save()

@@ -8,6 +8,7 @@ import importlib.util  # noqa: F401  gin resolves includes through it but does n
 import sys
 
 from mlgo.util.cli import repo_root, user_path
+from mlgo import workers
 
 USAGE = """Train a policy with PPO, the policy in the compiler's loop.
 
@@ -53,7 +54,9 @@ def train_main(argv=None, problem: str | None = None, default_gin: str | None = 
   ap.add_argument("--gin_bindings", action="append", default=[])
   ap.add_argument("--iterations", type=int, help="train until this iteration count")
   ap.add_argument("--time_budget", type=float, help="stop after about this many seconds")
+  workers.add_flags(ap)
   a = ap.parse_args(argv)
+  workers.apply_flags(a)
   default_gin = default_gin or f"configs/{a.problem}.gin"
   gin_files = a.gin_files if a.gin_files is not None else (
       [default_gin] if repo_root() is not None and (repo_root() / default_gin).exists() else [])
@@ -104,7 +107,9 @@ def pipeline_main(argv=None, problem: str = "regalloc_eviction"):
                   "(default from the gin config: about 15 minutes)")
   ap.add_argument("--gin_files", action="append", default=None)
   ap.add_argument("--gin_bindings", action="append", default=[])
+  workers.add_flags(ap)
   a = ap.parse_args(argv)
+  workers.apply_flags(a)
   gin_files = a.gin_files if a.gin_files is not None else [f"configs/{a.problem}.gin"]
   from mlgo.training import pipeline  # pylint: disable=import-outside-toplevel,unused-import
   parse_and_bind_gin(gin_files, a.gin_bindings)

@@ -261,6 +261,7 @@ class Trainer:
                         stream=self.stream)
     deadline = time.monotonic() + cfg.iteration_timeout if cfg.iteration_timeout else None
     have_default = set(st.setdefault("default_modules", []))
+    ndec = 0
     with make_pool(cfg.pool, cfg.jobs) as pool:
       for m in modules:
         for j in range(max(1, cfg.samples_per_module)):
@@ -272,12 +273,12 @@ class Trainer:
         stats["cpu_seconds"] += r.seconds
         if r.cancelled:
           stats["cancelled"] += 1
-          progress.update(failed=1)
+          progress.update(failed=1, node=r.node)
           continue
         if not r.ok:
           stats["failed"] += 1
           stats["failures"].append((module.name, r.error.strip().splitlines()[-1][:200]))
-          progress.update(failed=1)
+          progress.update(failed=1, node=r.node)
           continue
         result, default_result = r.value
         st.setdefault("decisions", {})[module.name] = int(getattr(result, "decisions", 0) or 0)
@@ -290,12 +291,17 @@ class Trainer:
         if not result.ok:
           stats["failed"] += 1
           stats["failures"].append((module.name, str(result.reason)[:200]))
-          progress.update(failed=1)
+          progress.update(failed=1, node=r.node)
           continue
-        batch.append(result)
-        progress.update(extra=f"{sum(x.decisions for x in batch)} decisions")
+        batch.append((r.task_id, result))
+        ndec += int(getattr(result, "decisions", 0) or 0)
+        progress.update(extra=f"{ndec} decisions", node=r.node)
     progress.close()
-    return batch, stats
+    # Per-node throughput (modules/s) for the log and TensorBoard.
+    stats["nodes"] = progress.node_rates()
+    # Submission order, not completion order: the update does not depend on which
+    # worker or node finished first, so a fixed seed gives the same training anywhere.
+    return [res for _, res in sorted(batch, key=lambda x: x[0])], stats
 
   def _module_defaults(self) -> dict:
     """The default's total score per module (keys may be "module::function")."""
@@ -416,6 +422,7 @@ class Trainer:
            "size_change_vs_default": change, "entropy": entropy, "loss": loss,
            "collect_seconds": t_collect, "train_seconds": t_train, "export_seconds": t_export,
            "compile_cpu_seconds": cstats["cpu_seconds"],
+           "modules_per_second_by_node": cstats.get("nodes", {}),
            "failures": cstats["failures"][:5]}
     if cfg.validate_every and it % cfg.validate_every == 0:
       t3 = time.monotonic()
@@ -437,6 +444,8 @@ class Trainer:
                   "validation_change_pct"):
         if key in rec and rec[key] == rec[key]:
           tf.summary.scalar(key, rec[key])
+      for node, rate in rec["modules_per_second_by_node"].items():
+        tf.summary.scalar(f"workers/{node}/modules_per_second", rate)
     self.summary.flush()
     self.save_checkpoint()
     with open(self.output / "log.jsonl", "a") as f:

@@ -107,7 +107,7 @@ def widen_probes(src_dir, corpus_dir, problem_name: str, output, *, policy_dir=N
       if not r.ok or "failed" in (r.value or {}):
         out.mark_failed(name, r.value["failed"] if r.ok else str(r.error)[-300:])
         stats["failed"] += 1
-        prog.update(failed=1)
+        prog.update(failed=1, node=r.node)
         continue
       rec, w = recs[name], r.value
       mismatch = rec["mismatch"] | ~w["ok"]
@@ -123,7 +123,7 @@ def widen_probes(src_dir, corpus_dir, problem_name: str, output, *, policy_dir=N
       stats["mismatch"] += int((~w["ok"]).sum())
       if len(out.pending) >= 25:
         out.flush()
-      prog.update()
+      prog.update(node=r.node)
   out.flush()
   out.save()
   prog.close()

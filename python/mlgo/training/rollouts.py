@@ -241,7 +241,7 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
         why = r.value["failed"] if r.ok else (r.error or "cancelled").strip().splitlines()[-1]
         store.mark_failed(name, why)
         stats["failed"] += 1
-        prog.update(failed=1)
+        prog.update(failed=1, node=r.node)
         continue
       rec = r.value
       d = rec["probe_sizes"] - rec["base_size"]
@@ -259,7 +259,8 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
         store.flush()
       el = time.monotonic() - t0
       prog.update(extra=f"{stats['probes']} probes ({stats['better']} better, "
-                        f"{stats['worse']} worse), {stats['compiles'] / max(el, 1e-9):.1f} compiles/s")
+                        f"{stats['worse']} worse), {stats['compiles'] / max(el, 1e-9):.1f} compiles/s",
+                  node=r.node)
   store.flush()
   store.save()  # the failures, also when nothing was left to flush
   prog.close()

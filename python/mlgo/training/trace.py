@@ -59,7 +59,7 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
         info.update(ok=False, reason=(reason[0] if reason else "cancelled")[:500])
         stats["failed"] += 1
         writer.add(module.name, [], info)
-        progress.update(failed=1)
+        progress.update(failed=1, node=r.node)
         continue
       res = r.value[0]
       info.update(ok=True, scores=problem.scores(module.name, res.reward),
@@ -70,7 +70,7 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
                  info)
       stats["modules"] += 1
       stats["decisions"] += int(res.decisions)
-      progress.update(extra=f"{stats['decisions']} decisions")
+      progress.update(extra=f"{stats['decisions']} decisions", node=r.node)
   writer.close()
   progress.close()
   stats["seconds"] = time.monotonic() - t0

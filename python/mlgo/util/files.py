@@ -22,7 +22,7 @@ def private_tempdir() -> pathlib.Path:
   removed by the next tool that starts. TensorFlow's autograph writes a
   `__autograph_generated_file*.py` per traced function and deletes them only at a clean
   exit: the tools must not litter the shared /tmp."""
-  import atexit  # pylint: disable=import-outside-toplevel
+  import multiprocessing.util  # pylint: disable=import-outside-toplevel
   import shutil  # pylint: disable=import-outside-toplevel
   import tempfile  # pylint: disable=import-outside-toplevel
   from mlgo.util.cli import mlgo_home  # pylint: disable=import-outside-toplevel
@@ -42,5 +42,8 @@ def private_tempdir() -> pathlib.Path:
     return pathlib.Path(tempfile.gettempdir())   # a read-only MLGO_HOME: keep the default
   os.environ["TMPDIR"] = str(mine)
   tempfile.tempdir = str(mine)
-  atexit.register(shutil.rmtree, mine, True)
+  # Removed after multiprocessing's own exit cleanup (its forkserver dir lives in here),
+  # not before it: a plain atexit hook would run first and make that cleanup fail.
+  multiprocessing.util.Finalize(None, shutil.rmtree, args=(str(mine), True),
+                                exitpriority=-200)
   return mine

@@ -21,8 +21,17 @@ class Progress:
     self.start = time.monotonic()
     self._last = 0.0
     self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+    self.nodes = {}   # where results came from (worker-pool node label) -> count
 
-  def update(self, done: int = 1, failed: int = 0, extra: str | None = None):
+  def node_rates(self) -> dict:
+    """node -> results per second since the start (per-node throughput)."""
+    elapsed = max(time.monotonic() - self.start, 1e-9)
+    return {n: c / elapsed for n, c in self.nodes.items()}
+
+  def update(self, done: int = 1, failed: int = 0, extra: str | None = None,
+             node: str | None = None):
+    if node is not None:
+      self.nodes[node] = self.nodes.get(node, 0) + done
     self.done += done
     self.failed += failed
     if extra is not None:
@@ -42,6 +51,8 @@ class Progress:
       s += f", ~{eta:.0f}s left"
     if self.extra:
       s += f", {self.extra}"
+    if len(self.nodes) > 1:   # a cluster: per-node throughput
+      s += ", nodes " + " ".join(f"{n} {r:.1f}/s" for n, r in sorted(self.node_rates().items()))
     return s
 
   def _print(self, final: bool):
