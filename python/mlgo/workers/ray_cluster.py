@@ -85,7 +85,8 @@ class LocalCluster:
     self.port = _free_port()
     self.address = f"127.0.0.1:{self.port}"
     self.node_ports = []
-    self.env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0",
+    # Loopback only: no token authentication between its processes.
+    self.env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled",
                     RAY_health_check_period_ms="500", RAY_health_check_timeout_ms="1000",
                     RAY_health_check_failure_threshold="3")
     self.env.pop("RAY_ADDRESS", None)
@@ -100,13 +101,20 @@ class LocalCluster:
       raise RuntimeError(f"ray {' '.join(args)} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
 
   def start(self):
+    try:
+      self._start()
+    except BaseException:
+      self.stop()   # a half-started cluster is not left running
+      raise
+    return self
+
+  def _start(self):
     self._ray("start", "--head", f"--port={self.port}", "--node-ip-address=127.0.0.1",
               f"--num-cpus={self.head_cpus}", "--include-dashboard=false",
               f"--temp-dir={self.tmp}", f"--object-store-memory={self.object_store}",
               "--disable-usage-stats")
     for cpus in self.node_cpus:
       self.add_node(cpus)
-    return self
 
   def add_node(self, cpus: int = 1) -> int:
     """Starts one more node; returns its node-manager port (its handle for kill_node)."""

@@ -31,6 +31,7 @@ def corpus(tmp_path_factory):
 
 
 def test_evaluate_same_summary(cluster, corpus, tmp_path):
+  ray_pool.connect(cluster.address)
   lines = {}
   for kind in ("process", "ray"):
     s = evaluation.evaluate("inlining", corpus, POLICY, tmp_path / kind, split="all",
@@ -52,6 +53,7 @@ def _trainer(corpus, out, kind):
 
 
 def test_one_training_iteration_same_trajectories(cluster, corpus, tmp_path):
+  ray_pool.connect(cluster.address)
   runs = {}
   for kind in ("process", "ray"):
     t = _trainer(corpus, tmp_path / kind, kind)
@@ -79,3 +81,36 @@ def test_one_training_iteration_same_trajectories(cluster, corpus, tmp_path):
   assert len(rr["modules_per_second_by_node"]) == 2
   for k in wp:
     np.testing.assert_allclose(wp[k], wr[k], rtol=1e-5, atol=1e-6)
+
+
+def test_evaluate_survives_a_node_dying_mid_run(corpus, tmp_path, monkeypatch):
+  """The second node's raylet is killed while evaluate runs (after its second result):
+  the node's compiles are re-run on the head and the summary is the process pool's."""
+  killed_at = []
+  ref = evaluation.evaluate("inlining", corpus, POLICY, tmp_path / "process", split="all",
+                            pool_kind="process", use_cache=False)
+  ray_pool.disconnect()
+  nodes = []
+  with ray_cluster.LocalCluster(head_cpus=1, node_cpus=(1,),
+                                env={"MLGO_HOME": str(tmp_path / "home")}) as c:
+    orig = ray_pool.RayPool.results
+
+    def results_then_kill(self, deadline=None):
+      for r in orig(self, deadline):
+        nodes.append(r.node)
+        if len(set(nodes)) == 2 and not killed_at:   # both nodes are working
+          c.kill_node()
+          killed_at.append(len(nodes))
+        yield r
+    monkeypatch.setattr(ray_pool.RayPool, "results", results_then_kill)
+    ray = ray_pool.connect(c.address)
+    dead = next(n["NodeID"][:8] for n in ray.nodes() if n["NodeManagerPort"] == c.node_ports[0])
+    try:
+      got = evaluation.evaluate("inlining", corpus, POLICY, tmp_path / "ray", split="all",
+                                pool_kind="ray", use_cache=False)
+    finally:
+      ray_pool.disconnect()
+  assert len(nodes) == 8 and killed_at and killed_at[0] < 8
+  assert any(n.endswith(dead) for n in nodes[:killed_at[0]])   # it worked, then died
+  assert not nodes[-1].endswith(dead)                          # the rest ran on the head
+  assert got["line"] == ref["line"]
