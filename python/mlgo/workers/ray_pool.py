@@ -198,6 +198,7 @@ class RayPool(WorkerPool):
     self._queue = []
     self._next_id = 0
     self._bytes0 = _conn["bytes"]
+    self.driver_seconds = 0.0   # this process's time submitting items and reading results
 
   @property
   def bytes_shipped(self) -> int:
@@ -227,8 +228,10 @@ class RayPool(WorkerPool):
     while queue or running:
       while queue and len(running) < self._n:
         tid, fn, args = queue.pop()
+        t = time.monotonic()
         try:
           running[self._start(fn, args)] = (tid, args, time.monotonic())
+          self.driver_seconds += time.monotonic() - t
         except Exception:  # pylint: disable=broad-except
           yield TaskResult(tid, args, error="cannot send work item:\n" + traceback.format_exc())
       if not running:
@@ -248,7 +251,9 @@ class RayPool(WorkerPool):
       for ref in ready:
         tid, args, t0 = running.pop(ref)
         try:
+          t = time.monotonic()
           value, err, secs, node = ray.get(ref)
+          self.driver_seconds += time.monotonic() - t
           yield TaskResult(tid, args, value=value, error=err, seconds=secs, node=node)
         except Exception as e:  # pylint: disable=broad-except
           # Ray gave up (retries exhausted, result lost, unpicklable result ...).
