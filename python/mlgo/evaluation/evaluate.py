@@ -198,8 +198,8 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
       if d["ok"]:
         cache.put(_cache_key(m, problem_name, corpus.llvm_version), d)
       if not d["ok"] or not p["ok"]:
-        failed.append({"module": m.name, "reason": ("default: " + str(d["reason"])) if not d["ok"]
-                       else ("policy: " + str(p["reason"]))})
+        failed.append({"module": m.name, "reason": r.where() + (
+            ("default: " + str(d["reason"])) if not d["ok"] else ("policy: " + str(p["reason"])))})
         progress.update(failed=1, node=r.node)
         continue
       decisions += p["decisions"]

@@ -290,7 +290,7 @@ class Trainer:
               st["baselines"].setdefault(k, v)
         if not result.ok:
           stats["failed"] += 1
-          stats["failures"].append((module.name, str(result.reason)[:200]))
+          stats["failures"].append((module.name, r.where() + str(result.reason)[:200]))
           progress.update(failed=1, node=r.node)
           continue
         batch.append((r.task_id, result))

@@ -56,7 +56,7 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
       info = {"package": module.package, "language": module.language}
       if not r.ok or not r.value[0].ok:
         reason = (r.error or "").strip().splitlines()[-1:] if not r.ok else [r.value[0].reason]
-        info.update(ok=False, reason=(reason[0] if reason else "cancelled")[:500])
+        info.update(ok=False, reason=r.where() + (reason[0] if reason else "cancelled")[:500])
         stats["failed"] += 1
         writer.add(module.name, [], info)
         progress.update(failed=1, node=r.node)

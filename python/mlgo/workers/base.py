@@ -19,6 +19,11 @@ class TaskResult:
   def ok(self) -> bool:
     return self.error is None and not self.cancelled
 
+  def where(self) -> str:
+    """"on NODE: " for results from a cluster node, "" for local ones: a failure
+    message on a cluster says which machine (e.g. the one without clang-22)."""
+    return "" if self.node == "local" else f"on {self.node}: "
+
 
 class WorkerPool(abc.ABC):
   """Runs `fn(*args)` work items; `fn` and args must be picklable (top-level functions)."""

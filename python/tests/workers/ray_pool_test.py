@@ -110,3 +110,16 @@ def test_killed_node_loses_nothing(tmp_path):
   assert sorted(r.value for r in res) == list(range(n))
   # After the kill everything finished on the head.
   assert len({r.node for r in res[5:]}) == 1
+
+
+def test_a_missing_compiler_is_named_with_its_node(pool, tmp_path):
+  from mlgo.env import work  # pylint: disable=import-outside-toplevel
+  from mlgo.env.modules import module_from_source  # pylint: disable=import-outside-toplevel
+  src = tmp_path / "m.c"
+  src.write_text("int f(int x) { return x + 1; }\n")
+  m = module_from_source(str(src), str(tmp_path))
+  pool.submit(work.compile_one, m, "inlining", "default", None, 99)   # no LLVM 99 anywhere
+  (r,) = list(pool.results())
+  assert r.ok and not r.value[0].ok
+  assert "clang of LLVM 99 not found" in r.value[0].reason
+  assert r.node != "local" and r.where() == f"on {r.node}: "   # failures name the node
