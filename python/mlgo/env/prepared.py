@@ -14,7 +14,6 @@ The result is cached in mlgo_home()/prepared/<corpus hash>/ (manifest.json + bc/
 by the corpus' description, its modules' flags and bitcode sizes/mtimes, and the LLVM
 version; a second call returns at once. Modules that fail are listed with their reason.
 """
-import concurrent.futures as cf
 import dataclasses
 import hashlib
 import json
@@ -25,6 +24,7 @@ import sys
 import time
 
 from mlgo import corpus as corpus_lib
+from mlgo import workers
 from mlgo.env import core, modules as modules_lib
 from mlgo.env.policies import CompilerDefault
 from mlgo.util import cli
@@ -76,26 +76,29 @@ def corpus_hash(corpus, llvm_version: int) -> str:
   return h.hexdigest()[:16]
 
 
-def _prepare_one(m, out_bc: str, clang: str, llc_flags: list, llvm_version: int,
-                 timeout: float, problem: str):
+def _prepare_item(m, llc_flags: list, llvm_version: int, timeout: float, problem: str):
+  """A worker-pool work item (any node): optimize `m` to bitcode and record the default
+  llc's scores. Returns (optimized bitcode bytes | None, functions | None, error, seconds)."""
+  import tempfile  # pylint: disable=import-outside-toplevel
   t0 = time.monotonic()
-  os.makedirs(os.path.dirname(out_bc), exist_ok=True)
-  tmp = out_bc + f".tmp{os.getpid()}"
-  argv = m.compile_argv(clang, tmp, action="-emit-llvm-bc")
-  try:
-    r = subprocess.run(argv, capture_output=True, timeout=timeout)
-  except subprocess.TimeoutExpired:
-    return m.name, None, "clang timed out optimizing the module", time.monotonic() - t0
-  if r.returncode != 0:
-    tail = r.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["?"]
-    return m.name, None, f"clang exited with {r.returncode}: {tail[0][:300]}", \
-        time.monotonic() - t0
-  os.replace(tmp, out_bc)
-  res = core.compile_module(modules_lib.LlcModule(m.name, out_bc, llc_flags), problem,
-                            CompilerDefault(), llvm_version=llvm_version, timeout=timeout)
-  if not res.ok:
-    return m.name, None, f"default llc failed: {res.reason}", time.monotonic() - t0
-  return m.name, res.reward["functions"], None, time.monotonic() - t0
+  clang = toolchain(llvm_version).clang
+  with tempfile.TemporaryDirectory(prefix="mlgo-prepare-") as tmpdir:
+    bc = os.path.join(tmpdir, "opt.bc")
+    argv = m.compile_argv(clang, bc, action="-emit-llvm-bc")
+    try:
+      r = subprocess.run(argv, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+      return None, None, "clang timed out optimizing the module", time.monotonic() - t0
+    if r.returncode != 0:
+      tail = r.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["?"]
+      return None, None, f"clang exited with {r.returncode}: {tail[0][:300]}", \
+          time.monotonic() - t0
+    res = core.compile_module(modules_lib.LlcModule(m.name, bc, llc_flags), problem,
+                              CompilerDefault(), llvm_version=llvm_version, timeout=timeout)
+    if not res.ok:
+      return None, None, f"default llc failed: {res.reason}", time.monotonic() - t0
+    with open(bc, "rb") as f:
+      return f.read(), res.reward["functions"], None, time.monotonic() - t0
 
 
 def prepare(corpus_dir, *, llvm_version: int | None = None, jobs: int = 2,
@@ -121,7 +124,7 @@ def prepare(corpus_dir, *, llvm_version: int | None = None, jobs: int = 2,
   if partial.exists():  # resume a killed preparation
     with open(partial) as f:
       done = json.load(f)
-  tc = toolchain(v)
+  toolchain(v)   # a missing compiler fails here, before any work
   opt = corpus.opt_level or "O2"
   todo = [m for m in corpus.modules if m.name not in done]
   print(f"prepare (llc-only compiles): {len(corpus.modules)} modules of {corpus.path} at -{opt} "
@@ -130,13 +133,26 @@ def prepare(corpus_dir, *, llvm_version: int | None = None, jobs: int = 2,
   flags_of = {m.name: modules_lib.llc_flags_from_cc1(m.cc1_flags, opt) for m in corpus.modules}
   bc_of = {m.name: str(d / "bc" / (m.name + ".bc")) for m in corpus.modules}
   last_save = time.monotonic()
-  with cf.ProcessPoolExecutor(max_workers=max(1, jobs)) as ex:
-    futs = [ex.submit(_prepare_one, m, bc_of[m.name], tc.clang, flags_of[m.name], v, timeout,
-                      problem) for m in todo]
-    for fut in cf.as_completed(futs):
-      name, funcs, err, secs = fut.result()
+  # On the worker pool (--workers): clusters prepare in parallel too; the optimized
+  # bitcode comes back and is written here.
+  with workers.make_pool(None, jobs) as pool:
+    for m in todo:
+      pool.submit(_prepare_item, m, flags_of[m.name], v, timeout, problem)
+    for r in pool.results():
+      name = r.item[0].name
+      if r.ok:
+        data, funcs, err, secs = r.value
+      else:
+        data, funcs, secs = None, None, r.seconds
+        err = r.where() + (r.error or "cancelled").strip().splitlines()[-1][:300]
+      if data is not None:
+        out_bc = pathlib.Path(bc_of[name])
+        out_bc.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out_bc.with_name(out_bc.name + f".tmp{os.getpid()}")
+        tmp.write_bytes(data)
+        os.replace(tmp, out_bc)
       done[name] = {"functions": funcs, "error": err, "seconds": round(secs, 2)}
-      progress.update(failed=1 if err else 0)
+      progress.update(failed=1 if err else 0, node=r.node)
       if time.monotonic() - last_save > 10:
         write_json_atomic(partial, done)
         last_save = time.monotonic()

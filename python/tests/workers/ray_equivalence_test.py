@@ -114,3 +114,18 @@ def test_evaluate_survives_a_node_dying_mid_run(corpus, tmp_path, monkeypatch):
   assert any(n.endswith(dead) for n in nodes[:killed_at[0]])   # it worked, then died
   assert not nodes[-1].endswith(dead)                          # the rest ran on the head
   assert got["line"] == ref["line"]
+
+
+def test_prepare_on_the_cluster_gives_the_same_llc_corpus(cluster, corpus, tmp_path,
+                                                          monkeypatch):
+  """llc problems' one-time preparation (optimize each module, score the default llc)
+  runs on the pool too: the same bitcode and baselines come back from the nodes."""
+  from mlgo.env import prepared  # pylint: disable=import-outside-toplevel
+  ray_pool.connect(cluster.address)
+  got = {}
+  for kind in ("process", "ray"):
+    monkeypatch.setenv("MLGO_WORKERS", kind)
+    p = prepared.prepare(corpus, out_root=tmp_path / kind, stream=None)
+    got[kind] = {m.name: (pathlib.Path(m.bc_path).read_bytes(), m.baseline) for m in p.modules}
+  assert len(got["ray"]) == 8 and got["ray"] == got["process"]
+  assert all(b for b, _ in got["ray"].values())
