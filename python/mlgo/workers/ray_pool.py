@@ -182,15 +182,18 @@ def _run_item(fn, args, support):
 
 
 class RayPool(WorkerPool):
-  """Work items as Ray tasks, at most one per cluster CPU in flight (so the deadline
-  cancels little and stragglers do not queue behind each other)."""
+  """Work items as Ray tasks, `depth` per cluster CPU in flight: with 2, a worker that
+  finishes finds its next compile already waiting (one scheduling round trip less per
+  item: +11% wall time against the process pool with 1, -3% with 2, bench_workers), and
+  the deadline still has little to cancel."""
 
   def __init__(self, jobs: int | None = None, *, address: str | None = None,
-               ship_files: bool = True, max_retries: int = 3):
+               ship_files: bool = True, max_retries: int = 3, depth: int = 2):
     ray = connect(address)
     self._ray = ray
     # Every CPU of the cluster: `jobs` is this machine's count, not the cluster's.
     self._n = cluster_cpus()
+    self._depth = max(1, depth)
     self._ship = ship_files
     self._remote = ray.remote(num_cpus=1, max_retries=max_retries,
                               retry_exceptions=False)(_run_item)
@@ -226,7 +229,7 @@ class RayPool(WorkerPool):
     queue.reverse()   # pop() from the end in submit order
     running = {}      # ObjectRef -> (tid, args, start)
     while queue or running:
-      while queue and len(running) < self._n:
+      while queue and len(running) < self._n * self._depth:
         tid, fn, args = queue.pop()
         t = time.monotonic()
         try:
