@@ -28,7 +28,7 @@ import time
 from mlgo.corpus import format as fmt
 from mlgo.corpus.source_tree import (PACKAGE_HEADERS, Unit, driver_flags, find_units,
                                      generate_config_dir, include_dirs)
-from mlgo.corpus.sources import BuildError, DEFAULT_PACKAGES, _run, fetch_source
+from mlgo.corpus.sources import BuildError, DEFAULT_PACKAGES, PACKAGE_SETS, _run, fetch_source
 from mlgo.util import cli
 from mlgo.util import progress as progress_lib
 from mlgo.util import toolchain as toolchain_lib
@@ -242,9 +242,10 @@ def import_corpus(src: str | os.PathLike, output: str | os.PathLike,
 COMPLETE_MARKER = ".mlgo_complete"
 
 
-def default_corpus_dir(llvm_version: int | None = None, opt: str = "Oz") -> pathlib.Path:
+def default_corpus_dir(llvm_version: int | None = None, opt: str = "Oz",
+                       package_set: str = "default") -> pathlib.Path:
   v = int(llvm_version or toolchain_lib.DEFAULT_LLVM_VERSION)
-  return cli.mlgo_home() / "corpora" / f"default-llvm{v}-{opt.lstrip('-')}"
+  return cli.mlgo_home() / "corpora" / f"{package_set}-llvm{v}-{opt.lstrip('-')}"
 
 
 @contextlib.contextmanager
@@ -259,24 +260,27 @@ def _lock(path: pathlib.Path):
 
 
 def default_corpus(llvm_version: int | None = None, opt: str = "Oz", jobs: int = 2,
-                   stream=None) -> pathlib.Path:
-  """The default corpus' directory, built on first use (a partial build is redone)."""
-  d = default_corpus_dir(llvm_version, opt)
+                   stream=None, package_set: str = "default") -> pathlib.Path:
+  """The corpus of a package set (sources.PACKAGE_SETS: default, extra, unseen) at
+  -O`opt`, built on first use into MLGO_HOME/corpora (a partial build is redone)."""
+  if package_set not in PACKAGE_SETS:
+    raise BuildError(f"unknown package set {package_set!r}; known: {', '.join(PACKAGE_SETS)}")
+  d = default_corpus_dir(llvm_version, opt, package_set)
   if (d / COMPLETE_MARKER).exists():
     return d
   with _lock(d.parent / f".{d.name}.lock"):
     if (d / COMPLETE_MARKER).exists():  # another process finished it meanwhile
       return d
     stream = stream or sys.stderr
-    print(f"mlgo: building the default corpus into {d} (once; a few minutes)", file=stream,
-          flush=True)
+    print(f"mlgo: building the {package_set} corpus into {d} (once; a few minutes)",
+          file=stream, flush=True)
     if d.exists():  # a partial build (ours by location): start over
       shutil.rmtree(d)
-    stats = make_corpus(d, DEFAULT_PACKAGES, opt=opt, jobs=jobs, llvm_version=llvm_version,
-                        stream=stream)
+    stats = make_corpus(d, PACKAGE_SETS[package_set], opt=opt, jobs=jobs,
+                        llvm_version=llvm_version, stream=stream)
     print(format_stats(stats), file=stream, flush=True)
     if stats["modules"] == 0:
-      raise BuildError(f"{d}: default corpus build produced no modules; see "
+      raise BuildError(f"{d}: {package_set} corpus build produced no modules; see "
                        f"{d / 'skipped.txt'}")
     (d / COMPLETE_MARKER).write_text(json.dumps(stats) + "\n")
   return d

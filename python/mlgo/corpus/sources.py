@@ -20,7 +20,11 @@ DEFAULT_PACKAGES = C_PACKAGES + CXX_PACKAGES
 # (models/inlining_oz/TRAINING.md); any other corpus stays unseen code for evaluation.
 EXTRA_PACKAGES = ("re2", "double-conversion", "woff2", "tinyxml", "taglib", "expat",
                   "giflib", "lzo2", "libpng1.6", "zopfli")
-PACKAGE_SETS = {"default": DEFAULT_PACKAGES, "extra": EXTRA_PACKAGES}
+# Never used in training, probing or selection, by any problem: what a user's own code
+# looks like to a shipped policy. Two C++ (pugixml, libebml) and four C packages.
+UNSEEN_PACKAGES = ("pugixml", "libebml", "libdeflate", "xxhash", "utf8proc", "cmark")
+PACKAGE_SETS = {"default": DEFAULT_PACKAGES, "extra": EXTRA_PACKAGES,
+                "unseen": UNSEEN_PACKAGES}
 
 
 class BuildError(RuntimeError):
