@@ -31,12 +31,18 @@ PACKAGE_DEFINES = {
     "pcre2": ["-DPCRE2_CODE_UNIT_WIDTH=8", "-DHAVE_CONFIG_H", "-DSUPPORT_UNICODE"],
     "lua5.4": ["-DLUA_USE_LINUX"],
     "jansson": ["-DHAVE_STDINT_H=1", "-DHAVE_UNISTD_H=1"],
+    "cmark": ["-DHAVE_STDBOOL_H=1", "-DHAVE___BUILTIN_EXPECT=1", "-DHAVE___ATTRIBUTE__=1"],
     "libyaml": ["-DYAML_VERSION_MAJOR=0", "-DYAML_VERSION_MINOR=2", "-DYAML_VERSION_PATCH=5",
                 '-DYAML_VERSION_STRING="0.2.5"'],
 }
 # Headers a Debian build generates before compiling (contents as on amd64).
 PACKAGE_HEADERS = {
     "lua5.4": {"lua5.4-deb-multiarch.h": '#define DEB_HOST_MULTIARCH "x86_64-linux-gnu"\n'},
+    # CMake's generate_export_header output for a shared-library build on ELF.
+    "libebml": {"ebml_export.h": '#define EBML_DLL_API __attribute__((visibility("default")))\n'},
+    "cmark": {"cmark_export.h": '#define CMARK_EXPORT __attribute__((visibility("default")))\n',
+              "cmark_version.h": "#define CMARK_VERSION ((0 << 16) | (30 << 8) | 2)\n"
+                                 '#define CMARK_VERSION_STRING "0.30.2"\n'},
 }
 # Test files of C++ packages use googletest; Debian's googletest package ships its headers
 # in /usr/src (setup.sh installs it). Without it those units are skipped and listed.

@@ -103,24 +103,68 @@ def summary_line(problem_name: str, modules: int, keys: int, default: float, pol
           f"policy_{p.score_name}={policy:.1f} change={change:+.2f}% regressions={regressions}")
 
 
+def module_changes(rows) -> dict:
+  """module -> (default, policy, relative change) summed over the module's keys; the
+  +1 keeps modules with (almost) no cost from dominating a median."""
+  per = {}
+  for r in rows:
+    t = per.setdefault(r["module"], [0.0, 0.0, r["package"], r["language"]])
+    t[0] += r["default"]
+    t[1] += r["policy"]
+  return {m: (d, p, (p + 1.0) / (d + 1.0) - 1.0, pkg, lang)
+          for m, (d, p, pkg, lang) in per.items()}
+
+
+def _median(xs):
+  xs = sorted(xs)
+  return xs[len(xs) // 2] if xs else 0.0
+
+
 def _table(rows, group, stream):
   groups = {}
+  mods = module_changes(rows)
   for r in rows:
-    g = groups.setdefault(r[group], {"n": 0, "d": 0.0, "p": 0.0, "reg": 0})
+    g = groups.setdefault(r[group], {"n": 0, "d": 0.0, "p": 0.0, "reg": 0, "mods": set()})
     g["n"] += 1
     g["d"] += r["default"]
     g["p"] += r["policy"]
     g["reg"] += r["regression"]
+    g["mods"].add(r["module"])
+  for g in groups.values():
+    ch = [mods[m][2] for m in g["mods"]]
+    g["median"] = 100.0 * _median(ch)
+    g["mreg"] = sum(c > REGRESSION_THRESHOLD for c in ch)
   w = max([len(group)] + [len(str(k)) for k in groups])
   print(f"{group:<{w}} {'keys':>6} {'default':>12} {'policy':>12} {'change':>8} "
-        f"{'regr':>5}", file=stream)
+        f"{'regr':>5} {'modules':>7} {'median':>8} {'>1%':>4}", file=stream)
   for k in sorted(groups, key=lambda k: -groups[k]["d"]):
     g = groups[k]
     print(f"{k:<{w}} {g['n']:>6} {g['d']:>12.0f} {g['p']:>12.0f} "
-          f"{_pct(g['p'], g['d']):>+7.2f}% {g['reg']:>5}", file=stream)
+          f"{_pct(g['p'], g['d']):>+7.2f}% {g['reg']:>5} {len(g['mods']):>7} "
+          f"{g['median']:>+7.2f}% {g['mreg']:>4}", file=stream)
   return {k: {"keys": g["n"], "default": g["d"], "policy": g["p"],
-              "change_pct": _pct(g["p"], g["d"]), "regressions": g["reg"]}
+              "change_pct": _pct(g["p"], g["d"]), "regressions": g["reg"],
+              "modules": len(g["mods"]), "median_module_change_pct": g["median"],
+              "modules_regressed": g["mreg"]}
           for k, g in groups.items()}
+
+
+def _write_regressed_modules(rows, path, stream, top: int = 10) -> list:
+  """Modules more than 1% worse than the default, largest growth first: the list a
+  user reads first (CSV in full, the top of it on the console)."""
+  bad = sorted(((m, *v) for m, v in module_changes(rows).items()
+                if v[2] > REGRESSION_THRESHOLD), key=lambda x: -x[3])
+  with open(path, "w", newline="") as f:
+    wr = csv.writer(f)
+    wr.writerow(["module", "package", "language", "default", "policy", "change_pct"])
+    for m, d, p, ch, pkg, lang in bad:
+      wr.writerow([m, pkg, lang, d, p, round(100.0 * ch, 3)])
+  if bad:
+    print(f"modules more than {REGRESSION_THRESHOLD:.0%} worse, largest growth first "
+          f"({len(bad)}; all in {path.name}):", file=stream)
+    for m, d, p, ch, pkg, lang in bad[:top]:
+      print(f"  {100.0 * ch:+7.2f}%  {m}  ({pkg}, {lang}; {d:.0f} -> {p:.0f})", file=stream)
+  return bad
 
 
 def _plot(rows, path, title):
@@ -250,20 +294,19 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
     _plot(rows, out / "changes.png",
           f"{problem_name}: {pathlib.Path(str(policy)).name} vs default, {split} "
           f"({_pct(psum, dsum):+.2f}% total)")
-  per_module = {}
-  for r in rows:
-    t = per_module.setdefault(r["module"], [0.0, 0.0])
-    t[0] += r["default"]
-    t[1] += r["policy"]
-  module_changes = sorted((t[1] + 1.0) / (t[0] + 1.0) - 1.0 for t in per_module.values())
+  mods = module_changes(rows)
+  module_change_list = sorted(v[2] for v in mods.values())
+  regressed_modules = _write_regressed_modules(rows, out / "regressed_modules.csv", stream)
   summary = {"problem": problem_name, "policy": policy_name, "corpus": str(corpus.path),
              "split": split, "modules": ok_modules, "keys": len(rows), "failed": len(failed),
              "key": problem.key, "default": dsum, "policy_score": psum,
              "change_pct": _pct(psum, dsum), "regressions": regressions,
              "improvements": sum(int(r["policy"] < r["default"] * (1 - REGRESSION_THRESHOLD))
                                  for r in rows),
-             "median_module_change_pct": (100.0 * module_changes[len(module_changes) // 2]
-                                          if module_changes else 0.0),
+             "median_module_change_pct": 100.0 * _median(module_change_list),
+             "modules_regressed": len(regressed_modules),
+             "modules_regressed_pct": (100.0 * len(regressed_modules) / len(mods)
+                                       if mods else 0.0),
              "decisions": decisions, "corrections": corrections,
              "regression_definition": f"policy score > {1 + REGRESSION_THRESHOLD:.2f} x default",
              "per_package": per_package, "per_language": per_language}

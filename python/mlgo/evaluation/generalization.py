@@ -1,0 +1,136 @@
+"""How a policy does on code it was not trained on: the held-out split of the training
+corpus next to whole corpora of other packages (@extra, @unseen, or any corpus dir).
+
+One `evaluate` per suite (same evaluator, any problem); what is reported is what a user
+meets on their own code: the total, the median module, the share of modules more than
+1% worse, and every package, so that one hot function cannot carry the figure.
+
+Outputs in OUTPUT: one directory per suite (evaluate's files and its console report in
+report.txt), generalization.json, generalization.md (suite and package tables) and
+generalization.png (per-package change, one bar per package and suite).
+"""
+import contextlib
+import io
+import json
+import pathlib
+import sys
+
+from mlgo import problems as problems_lib
+from mlgo.evaluation.evaluate import evaluate
+
+DEFAULT_SUITES = ("heldout", "@extra", "@unseen")
+# A package counts as worse when its total is more than this above the default's.
+PACKAGE_WORSE_PCT = 0.5
+
+
+def _suite_corpus(suite: str, opt: str):
+  """(corpus dir, split, name) of a suite: "heldout" (the default corpus' held-out
+  split), "@SET" (a package set's corpus, all of it) or a corpus directory (all)."""
+  from mlgo import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
+  if suite == "heldout":
+    return corpus_lib.corpus_arg(None, opt), "heldout", "heldout"
+  if suite.startswith("@"):
+    return corpus_lib.corpus_arg(suite, opt), "all", suite[1:]
+  p = pathlib.Path(suite)
+  return p, "all", p.name
+
+
+def suite_row(name: str, s: dict) -> dict:
+  pk = s.get("per_package", {})
+  worse = sorted((k for k, v in pk.items() if v["change_pct"] > PACKAGE_WORSE_PCT),
+                 key=lambda k: -pk[k]["change_pct"])
+  return {"suite": name, "modules": s["modules"], "keys": s["keys"],
+          "change_pct": s["change_pct"],
+          "median_module_change_pct": s["median_module_change_pct"],
+          "modules_regressed": s.get("modules_regressed", 0),
+          "modules_regressed_pct": s.get("modules_regressed_pct", 0.0),
+          "keys_improved": s.get("improvements", 0), "keys_regressed": s["regressions"],
+          "packages": len(pk), "packages_worse": worse,
+          "worst_package": max(pk, key=lambda k: pk[k]["change_pct"]) if pk else None,
+          "line": s["line"]}
+
+
+def format_line(r: dict) -> str:
+  worst = (f", worst package {r['worst_package']} "
+           f"{r['per_package'][r['worst_package']]['change_pct']:+.2f}%"
+           if r.get("worst_package") and "per_package" in r else "")
+  return (f"{r['suite']}: change={r['change_pct']:+.2f}% median_module="
+          f"{r['median_module_change_pct']:+.2f}% modules_worse_1pct="
+          f"{r['modules_regressed']}/{r['modules']} ({r['modules_regressed_pct']:.1f}%) "
+          f"keys_better/worse={r['keys_improved']}/{r['keys_regressed']} packages_worse_"
+          f"{PACKAGE_WORSE_PCT}pct={len(r['packages_worse'])}/{r['packages']}{worst}")
+
+
+def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int = 2,
+        timeout: float = 300.0, pool_kind: str | None = None, stream=None) -> dict:
+  """Evaluates `policy` on each suite; returns {"suites": [rows], "packages": {...}}."""
+  stream = stream or sys.stdout
+  problem = problems_lib.get_problem(problem_name)
+  out = pathlib.Path(output)
+  out.mkdir(parents=True, exist_ok=True)
+  rows, packages = [], {}
+  for suite in suites:
+    corpus_dir, split, name = _suite_corpus(suite, problem.corpus_opt)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+      s = evaluate(problem_name, corpus_dir, policy, out / name, split=split, jobs=jobs,
+                   timeout=timeout, pool_kind=pool_kind, stream=buf)
+    (out / name / "report.txt").write_text(buf.getvalue())
+    r = suite_row(name, s)
+    r["per_package"] = s.get("per_package", {})
+    rows.append(r)
+    for pkg, v in r["per_package"].items():
+      packages.setdefault(pkg, {})[name] = v
+    print(format_line(r), file=stream, flush=True)
+  report = {"problem": problem_name, "policy": str(policy), "suites": rows,
+            "package_worse_pct": PACKAGE_WORSE_PCT}
+  (out / "generalization.json").write_text(json.dumps(report, indent=1) + "\n")
+  (out / "generalization.md").write_text(markdown(report))
+  plot(report, out / "generalization.png")
+  return report
+
+
+def markdown(report: dict) -> str:
+  lines = [f"# {report['problem']}: {report['policy']} vs the default", "",
+           "| suite | modules | change | median module | modules >1% worse | "
+           "packages worse than +0.5% |", "| --- | ---: | ---: | ---: | ---: | --- |"]
+  for r in report["suites"]:
+    lines.append(f"| {r['suite']} | {r['modules']} | {r['change_pct']:+.2f}% | "
+                 f"{r['median_module_change_pct']:+.2f}% | {r['modules_regressed']} "
+                 f"({r['modules_regressed_pct']:.1f}%) | "
+                 f"{', '.join(r['packages_worse']) or 'none'} |")
+  lines += ["", "| suite | package | modules | change | median module | modules >1% worse |",
+            "| --- | --- | ---: | ---: | ---: | ---: |"]
+  for r in report["suites"]:
+    for pkg, v in sorted(r["per_package"].items(), key=lambda kv: kv[1]["change_pct"]):
+      lines.append(f"| {r['suite']} | {pkg} | {v.get('modules', '')} | "
+                   f"{v['change_pct']:+.2f}% | {v.get('median_module_change_pct', 0):+.2f}% "
+                   f"| {v.get('modules_regressed', '')} |")
+  return "\n".join(lines) + "\n"
+
+
+def plot(report: dict, path):
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  bars = [(r["suite"], pkg, v["change_pct"]) for r in report["suites"]
+          for pkg, v in sorted(r["per_package"].items(), key=lambda kv: kv[1]["change_pct"])]
+  if not bars:
+    return
+  colors = {}
+  palette = ["tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:olive"]
+  fig, ax = plt.subplots(figsize=(max(8, 0.28 * len(bars)), 4.8))
+  for i, (suite, _pkg, ch) in enumerate(bars):
+    c = colors.setdefault(suite, palette[len(colors) % len(palette)])
+    ax.bar(i, ch, color=c, label=suite if list(colors).index(suite) == len(colors) - 1
+           and not any(b[0] == suite for b in bars[:i]) else None)
+  ax.set_xticks(range(len(bars)))
+  ax.set_xticklabels([b[1] for b in bars], rotation=75, fontsize=7)
+  ax.axhline(0, color="black", linewidth=0.5)
+  ax.axhline(PACKAGE_WORSE_PCT, color="tab:red", linewidth=0.5, linestyle="--")
+  ax.set_ylabel("change vs default (%), lower is better")
+  ax.set_title(f"{report['problem']}: per-package change by suite")
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)

@@ -1,0 +1,55 @@
+"""The generalization report on a real tiny corpus: suite and package tables agree with
+evaluate's per-key rows (totals, median module, modules more than 1% worse, largest
+growth first), and the files a user opens are there."""
+import csv
+import json
+import pathlib
+
+import pytest
+
+from mlgo.evaluation import generalization
+from mlgo.training import testing
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+PROGRAMS = sorted((pathlib.Path(__file__).parents[1] / "training" / "programs").glob("*.c*"))
+POLICY = ROOT / "models" / "inlining_oz"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+  return testing.make_tiny_corpus(tmp_path_factory.mktemp("corpus"), PROGRAMS, variants=2)
+
+
+def test_report_matches_per_key_rows(corpus, tmp_path, capsys):
+  rep = generalization.run("inlining", POLICY, tmp_path, suites=[str(corpus)])
+  (row,) = rep["suites"]
+  name = pathlib.Path(corpus).name
+  rows = list(csv.DictReader(open(tmp_path / name / "per_key.csv")))
+  assert row["modules"] == len(rows) == 8
+  d = sum(float(r["default"]) for r in rows)
+  p = sum(float(r["policy"]) for r in rows)
+  assert row["change_pct"] == pytest.approx((p / d - 1) * 100)
+  changes = sorted((float(r["policy"]) + 1) / (float(r["default"]) + 1) - 1 for r in rows)
+  assert row["median_module_change_pct"] == pytest.approx(100 * changes[len(changes) // 2])
+  worse = [c for c in changes if c > 0.01]
+  assert row["modules_regressed"] == len(worse)
+  assert row["modules_regressed_pct"] == pytest.approx(100 * len(worse) / 8)
+  listed = list(csv.DictReader(open(tmp_path / name / "regressed_modules.csv")))
+  assert len(listed) == len(worse)
+  growth = [float(r["change_pct"]) for r in listed]
+  assert growth == sorted(growth, reverse=True)
+  # Packages: one row each, "worse" means above +0.5% in total.
+  per_pkg = {}
+  for r in rows:
+    t = per_pkg.setdefault(r["package"], [0.0, 0.0])
+    t[0] += float(r["default"])
+    t[1] += float(r["policy"])
+  assert set(row["per_package"]) == set(per_pkg)
+  expect_worse = {k for k, (dd, pp) in per_pkg.items() if (pp / dd - 1) * 100 > 0.5}
+  assert set(row["packages_worse"]) == expect_worse
+  out = capsys.readouterr().out
+  assert out.strip().splitlines()[-1] == generalization.format_line(row)
+  for f in ("generalization.md", "generalization.json", "generalization.png"):
+    assert (tmp_path / f).stat().st_size > 0
+  assert json.loads((tmp_path / "generalization.json").read_text())["suites"][0]["suite"] == name
+  assert (tmp_path / name / "report.txt").read_text().count("modules=") == 1
