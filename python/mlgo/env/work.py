@@ -58,7 +58,11 @@ def corpus_for(corpus_dir, problem, jobs: int = 2, stream=None):
   import sys  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem)
   if problem.tool == "llc":
+    import pathlib  # pylint: disable=import-outside-toplevel
     from mlgo.env import prepared  # pylint: disable=import-outside-toplevel
+    if isinstance(corpus_dir, (str, pathlib.Path)) and \
+        (pathlib.Path(corpus_dir) / "manifest.json").exists():
+      return prepared.load_prepared(corpus_dir)   # already a prepared corpus
     return prepared.prepare(corpus_dir, jobs=jobs, stream=stream or sys.stderr)
   if hasattr(corpus_dir, "modules"):
     return corpus_dir

@@ -13,6 +13,7 @@ MLGO_HOME). Each step is cached or resumable under the output directory:
                       tensorboard/, log.jsonl
       policy/         the final policy (best greedy validation, with saved_policy/)
       eval/           held-out evaluation: per_key.csv, changes.png, summary.json
+      unseen/         the same on packages never trained on (generalization.md, .png)
       operative_config.gin
 Running the same command again reuses finished steps and resumes PPO where it stopped.
 """
@@ -41,13 +42,18 @@ class PipelineConfig:
     max_trace_decisions decisions kept per module.
   bc_heldout_fraction: training modules (by name hash) whose decisions BC never trains
     on; its agreement on them is reported.
+  unseen_suites: after the held-out split, evaluate on these too (mlgo.evaluation.
+    generalization suites: "@unseen" = packages never used for training or selection,
+    built once and cached); their lines are printed before the held-out summary. The
+    first run builds the corpus (about two minutes); () skips it.
   """
 
   def __init__(self, time_budget: float = 840.0, trace_modules: int = 160,
                max_trace_decisions: int = 400, bc_epochs: int = 40,
                bc_time_budget: float = 100.0, bc_learning_rate: float = 1e-3,
                bc_label_smoothing: float = 0.0, bc_heldout_fraction: float = 0.2,
-               eval_reserve: float = 100.0, jobs: int = 2, seed: int = 0, hidden=None):
+               eval_reserve: float = 100.0, jobs: int = 2, seed: int = 0, hidden=None,
+               unseen_suites=("@unseen",)):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
 
@@ -141,6 +147,12 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
                                          stream=stream)
   else:
     say("no held-out modules: skipping the evaluation")
+  if cfg.unseen_suites:
+    from mlgo.evaluation import generalization  # pylint: disable=import-outside-toplevel
+    rep = generalization.run(problem_name, out / "policy", out / "unseen",
+                             list(cfg.unseen_suites), jobs=cfg.jobs,
+                             timeout=pcfg.compile_timeout, pool_kind=pcfg.pool, stream=stream)
+    report["unseen"] = [generalization.format_line(r) for r in rep["suites"]]
   report["seconds"] = time.monotonic() - t_start
   (out / "report.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
   return report

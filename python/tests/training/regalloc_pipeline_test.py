@@ -25,10 +25,10 @@ def tiny(tmp_path_factory):
   return prepared.prepare(corpus, out_root=d / "prepared"), d
 
 
-def _configs(iterations):
+def _configs(iterations, unseen=()):
   cfg = pipeline.PipelineConfig(time_budget=10_000, trace_modules=10, bc_epochs=30,
                                 bc_time_budget=60, eval_reserve=0, jobs=2,
-                                bc_heldout_fraction=0.0)
+                                bc_heldout_fraction=0.0, unseen_suites=unseen)
   pcfg = ppo.PPOConfig(modules_per_iteration=3, num_iterations=iterations, jobs=2,
                        minibatch_rows=8, validate_every=1, validation_modules=4,
                        validation_metric="module_mean", score_weighting_power=0.5,
@@ -42,7 +42,9 @@ def test_pipeline(tiny, problem):
   assert len(corpus.modules) == 6 and not corpus.failures
   assert all(m.llc_flags[0] == "-O2" for m in corpus.modules)
   out = d / problem
-  cfg, pcfg = _configs(2)
+  # The tiny corpus itself stands in for unseen packages (a prepared corpus dir works
+  # as a suite too); the real default is @unseen.
+  cfg, pcfg = _configs(2, unseen=(str(corpus.path),))
   rep = pipeline.run(problem, corpus, out, cfg=cfg, ppo_config=pcfg)
   # The trace holds the tracer's labels of every kept decision.
   ds = dataset.Dataset(out / "trace")
@@ -68,6 +70,9 @@ def test_pipeline(tiny, problem):
   assert ev["line"].startswith(f"modules=2 functions={ev['keys']} default_cost=")
   assert (out / "eval" / "per_key.csv").read_text().count("::") == ev["keys"]
   assert (out / "eval" / "changes.png").stat().st_size > 1000
+  (unseen,) = rep["unseen"]
+  assert unseen.startswith(f"{corpus.path.name}: change=") and "modules_worse_1pct=" in unseen
+  assert (out / "unseen" / "generalization.md").exists()
   pol = policy_io.load_policy(out / "policy")
   assert pol.problem == problem
   assert (out / "policy" / "saved_policy" / "saved_model.pb").exists()
