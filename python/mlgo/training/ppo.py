@@ -66,9 +66,12 @@ class PPOConfig:
   batch_advantage_normalization: standardize the rewards over the whole batch before
     tf-agents sees them (else tf-agents standardizes per minibatch and leaves out
     decisions whose reward is exactly 0).
-  validation_metric: "total" (total score change of the validation modules) or
+  validation_metric: "total" (total score change of the validation modules),
     "module_mean" (mean over modules of (policy + 1) / (default + 1) - 1: corpus totals
-    can be one hot function, e.g. an interpreter loop holding 90% of a sample's cost).
+    can be one hot function, e.g. an interpreter loop holding 90% of a sample's cost) or
+    "package_mean" (mean of the packages' total changes: each package weighs the same).
+  validation_regression_weight: points added to the validation figure per percent of
+    validation modules more than 1% worse than the default (0: not counted).
   """
 
   def __init__(self, modules_per_iteration: int = 32, num_iterations: int = 100,
@@ -86,6 +89,7 @@ class PPOConfig:
                validate_every: int = 0, validation_modules: int = 48,
                score_weighting_power: float = 0.0, max_decisions_per_module: int = 0,
                max_decisions_per_iteration: int = 0, validation_metric: str = "total",
+               validation_regression_weight: float = 0.0,
                trace_max_decisions_per_module: int = 0,
                batch_advantage_normalization: bool = False):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})

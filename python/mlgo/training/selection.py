@@ -4,7 +4,11 @@ default, and the best so far is copied to OUTPUT/best_policy.
 
 validation_metric "total": the total score change of the sample; "module_mean": the mean
 over modules of (policy + 1) / (default + 1) - 1 (a corpus total can be one hot function,
-e.g. an interpreter loop holding 90% of a sample's regalloc cost).
+e.g. an interpreter loop holding 90% of a sample's regalloc cost); "package_mean": the
+mean over packages of each package's total change (every package weighs the same, as
+code from a new package would). validation_regression_weight adds that many points per
+percent of validation modules more than 1% worse than the default (what users of a size
+or speed policy notice first).
 """
 import os
 import shutil
@@ -38,6 +42,8 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
     name = problem.module_of(k)
     if name in names:
       keys_of.setdefault(name, []).append((k, d))
+  pkg = {}   # package -> [policy, default]
+  regressed = 0
   with make_pool(cfg.pool, cfg.jobs) as pool:
     for m in modules:
       pool.submit(work.compile_one, m, problem.name, ref, None, corpus.llvm_version,
@@ -55,10 +61,25 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
           d_m += d
       pol += p_m
       dft += d_m
-      ratios.append((p_m + 1.0) / (d_m + 1.0) - 1.0)
+      ratio = (p_m + 1.0) / (d_m + 1.0) - 1.0
+      ratios.append(ratio)
+      regressed += ratio > 0.01
+      t = pkg.setdefault(getattr(r.item[0], "package", "") or "", [0.0, 0.0])
+      t[0] += p_m
+      t[1] += d_m
   if cfg.validation_metric == "module_mean":
-    return (float(np.mean(ratios)) * 100.0 if ratios else float("nan")), cpu
-  return ((pol / dft - 1.0) * 100.0 if dft else float("nan")), cpu
+    val = float(np.mean(ratios)) * 100.0 if ratios else float("nan")
+  elif cfg.validation_metric == "package_mean":
+    ch = [(p / d - 1.0) * 100.0 for p, d in pkg.values() if d > 0]
+    val = float(np.mean(ch)) if ch else float("nan")
+  elif cfg.validation_metric == "total":
+    val = (pol / dft - 1.0) * 100.0 if dft else float("nan")
+  else:
+    raise ValueError(f"validation_metric {cfg.validation_metric!r}: expected total, "
+                     "module_mean or package_mean")
+  if ratios and getattr(cfg, "validation_regression_weight", 0.0):
+    val += cfg.validation_regression_weight * 100.0 * regressed / len(ratios)
+  return val, cpu
 
 
 def keep_if_best(state: dict, output, val: float, iteration: int, policy_dir):

@@ -1,0 +1,59 @@
+"""Validation metrics of policy selection on a real tiny corpus: total, module mean,
+package mean and the regression penalty, checked against separate compiles."""
+import pathlib
+
+import numpy as np
+import pytest
+
+from mlgo import corpus as corpus_lib
+from mlgo.env import work
+from mlgo.policy import policy_io
+from mlgo.problems import get_problem
+from mlgo.training import ppo, selection, testing
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+PROGRAMS = sorted((pathlib.Path(__file__).parent / "programs").glob("*.c*"))
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+  d = testing.make_tiny_corpus(tmp_path_factory.mktemp("c"), PROGRAMS, variants=2)
+  c = corpus_lib.load_corpus(d)
+  problem = get_problem("inlining")
+  pol = policy_io.load_policy(ROOT / "models" / "inlining_oz")
+  default, policy = {}, {}
+  for m in c.modules:
+    default.update(problem.scores(m.name, work.compile_one(m, "inlining", "default")[0].reward))
+    r = work.compile_one(m, "inlining", (pol.spec, pol.arch.w, True))[0]
+    policy.update(problem.scores(m.name, r.reward))
+  return c, problem, pol, default, policy
+
+
+@pytest.mark.parametrize("metric", ["total", "module_mean", "package_mean"])
+@pytest.mark.parametrize("weight", [0.0, 0.5])
+def test_metrics(setup, metric, weight):
+  c, problem, pol, default, policy = setup
+  cfg = ppo.PPOConfig(validation_metric=metric, validation_regression_weight=weight, jobs=2)
+  val, cpu = selection.validate(problem, c, c.modules, pol.spec, pol.arch.w, default, cfg)
+  assert cpu > 0
+  ratio = {m: (policy[m] + 1) / (default[m] + 1) - 1 for m in default}
+  if metric == "total":
+    want = (sum(policy.values()) / sum(default.values()) - 1) * 100
+  elif metric == "module_mean":
+    want = np.mean(list(ratio.values())) * 100
+  else:
+    pk = {}
+    for m in c.modules:
+      t = pk.setdefault(m.package, [0, 0])
+      t[0] += policy[m.name]
+      t[1] += default[m.name]
+    want = np.mean([(p / d - 1) * 100 for p, d in pk.values()])
+  want += weight * 100 * sum(r > 0.01 for r in ratio.values()) / len(ratio)
+  assert val == pytest.approx(want)
+
+
+def test_unknown_metric_is_an_error(setup):
+  c, problem, pol, default, _ = setup
+  cfg = ppo.PPOConfig(validation_metric="median", jobs=2)
+  with pytest.raises(ValueError, match="validation_metric"):
+    selection.validate(problem, c, c.modules[:1], pol.spec, pol.arch.w, default, cfg)
