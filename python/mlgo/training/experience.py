@@ -2,8 +2,9 @@
 function's) reward against its baseline (the leave-one-out mean of the iteration's other
 samples, or a moving average of the policy's own scores started at the default's),
 credited to every decision of that key; loss weights (per decision, module or sqrt, times
-(default score + d) ** score_weighting_power); seeded subsampling per compile and per
-batch. Kept apart from the trainer: this is where a problem's reward becomes training
+(default score + d) ** score_weighting_power); an optional extra penalty for keys more
+than 1% worse than the default (regression_penalty); seeded subsampling per compile and
+per batch. Kept apart from the trainer: this is where a problem's reward becomes training
 signal, the trainer only moves batches through tf-agents.
 """
 import numpy as np
@@ -42,6 +43,14 @@ def make_experience(problem, cfg, st, encoder, spec, rng, results, weights):
       if base is None:
         continue
       rew[k] = problem.reward_value(s, base)
+      d0 = st["default_scores"].get(k)
+      if cfg.regression_penalty and d0 is not None:
+        # Worse than the default by more than the 1% users count as a regression: an
+        # extra cost on top of the baseline's, so the policy learns to leave alone what
+        # it cannot improve (the regression count is what users judge first).
+        excess = (s + problem.reward_delta) / (d0 + problem.reward_delta) - 1.01
+        if excess > 0:
+          rew[k] -= cfg.regression_penalty * excess
       if k in st["default_scores"]:
         sizes["policy"] += s
         sizes["default"] += st["default_scores"][k]

@@ -72,6 +72,8 @@ class PPOConfig:
     "package_mean" (mean of the packages' total changes: each package weighs the same).
   validation_regression_weight: points added to the validation figure per percent of
     validation modules more than 1% worse than the default (0: not counted).
+  regression_penalty: a key (module or function) more than 1% worse than the default
+    loses this times its excess over 1.01 x default from its reward (0: none).
   """
 
   def __init__(self, modules_per_iteration: int = 32, num_iterations: int = 100,
@@ -89,7 +91,7 @@ class PPOConfig:
                validate_every: int = 0, validation_modules: int = 48,
                score_weighting_power: float = 0.0, max_decisions_per_module: int = 0,
                max_decisions_per_iteration: int = 0, validation_metric: str = "total",
-               validation_regression_weight: float = 0.0,
+               validation_regression_weight: float = 0.0, regression_penalty: float = 0.0,
                trace_max_decisions_per_module: int = 0,
                batch_advantage_normalization: bool = False):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
