@@ -11,7 +11,8 @@ sudo_cmd=""
 [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
 
 APT_PACKAGES=(bazel-bootstrap clang-22 llvm-22 llvm-22-dev lld-22 clang-19 llvm-19 llvm-19-dev
-  googletest valgrind dpkg-dev default-jdk-headless python3-venv)
+  googletest valgrind dpkg-dev default-jdk-headless python3-venv
+  libpolly-22-dev curl xz-utils)  # the last three: //llvm_patches:clang_release (relinked libLLVM)
 
 # 1. deb-src entry so `apt-get source` can fetch Debian source packages for corpora.
 src_list=/etc/apt/sources.list.d/mlgo-deb-src.sources

@@ -1,22 +1,36 @@
 #!/bin/bash
-# Builds clang/llc/opt 22 from Debian's llvm-toolchain-22 source package with mlgo
-# policies compiled in (LLVM's release mode: -mllvm -enable-ml-inliner=release and
+# The source route: builds clang/llc/opt 22 from Debian's llvm-toolchain-22 source (the
+# pinned version in debian_pins.json, with Debian's patches) with mlgo policies compiled
+# in (LLVM's release mode: -mllvm -enable-ml-inliner=release and
 # -regalloc-enable-advisor=release work without any channel or plugin).
+# For the same result in ~1 minute instead of ~1.7 CPU-hours, use the relink route:
+# `bazel build //llvm_patches:clang_release` (README.md).
 #
 #   bazel run //llvm_patches:build_patched_clang -- \
 #       --inliner_policy=/abs/OUT_inlining --evict_policy=/abs/OUT_eviction \
-#       --workdir=/big/disk/llvm-mlgo [--jobs=N] [--source_dir=DIR]
+#       --workdir=/big/disk/llvm-mlgo [--jobs=N] [--source_dir=DIR] [--prepare_only]
 #
 # The policies are export dirs of tools/export_policy (their llvm_embed/ AOT objects are
 # used through LLVM_OVERRIDE_MODEL_*; no saved_model_cli runs inside LLVM's build) or plain
 # policy dirs (LLVM then AOT-compiles saved_policy/ itself via TENSORFLOW_AOT_PATH).
 #
-#   --check   only checks what can be checked in seconds (see README.md), no download/build.
+# Sources: `apt-get source llvm-toolchain-22=<pinned>` first; when that fails (the security
+# mirror 404s for this package's .dsc and .orig.tar.xz), the orig tarball from the main
+# pool and the debian tarball from the security pool, each checked against the pinned
+# sha256 and apt's signed Sources index (release_prefix.py fetch; cached, resumable, in
+# $MLGO_HOME/debian_llvm), unpacked with Debian's debian/patches/series applied.
+# ccache is used when installed (a model-only rebuild is then minutes).
+#
+#   --prepare_only  fetch, unpack, patch and check the LLVM options, then stop.
+#   --check         only checks what can be checked in seconds (see README.md), no
+#                   download/build.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE_FILE="$HERE/mlgo_release.cmake"
-INLINER="" EVICT="" WORKDIR="" SOURCE_DIR="" JOBS="$(nproc)" CHECK=0
+PINS="$HERE/debian_pins.json"
+TOOL="$HERE/release_prefix.py"
+INLINER="" EVICT="" WORKDIR="" SOURCE_DIR="" JOBS="$(nproc)" CHECK=0 PREPARE_ONLY=0
 PYTHON="${MLGO_PYTHON:-}"
 for arg in "$@"; do
   case "$arg" in
@@ -27,13 +41,15 @@ for arg in "$@"; do
     --jobs=*) JOBS="${arg#*=}" ;;
     --python=*) PYTHON="${arg#*=}" ;;
     --check) CHECK=1 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --prepare_only) PREPARE_ONLY=1 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "build_patched_clang: unknown argument $arg" >&2; exit 64 ;;
   esac
 done
 
 fail() { echo "build_patched_clang: error: $*" >&2; exit 1; }
 ok() { echo "ok: $*"; }
+pin() { python3 -c "import json,sys; d=json.load(open('$PINS')); print(eval(sys.argv[1]))" "$1"; }
 
 # --- TensorFlow (XLA AOT runtime sources + saved_model_cli) from the project venv ---
 if [[ -z "$PYTHON" ]]; then
@@ -55,6 +71,12 @@ for needle in "function(tf_find_and_compile" "LLVM_OVERRIDE_MODEL_HEADER_" \
 done
 grep -qF -- '--tag_set ${tag_set}' "$TFC" || fail "$TFC: unexpected aot_compile_cpu call"
 ok "LLVM 22 TensorFlowCompile.cmake has tf_find_and_compile + LLVM_OVERRIDE_MODEL_{HEADER,OBJECT}_<NAME>"
+
+# --- the pinned source package: parses, and agrees with apt's signed index if present ---
+VERSION="$(pin 'd["version"]')"
+SRC_PKG="$(pin 'd["source_package"]')"
+python3 "$TOOL" check-index --pins "$PINS" || fail "debian_pins.json disagrees with apt's Sources index"
+ok "pinned source $SRC_PKG $VERSION (orig sha256 $(pin 'd["files"]["orig"]["sha256"][:16]')...)"
 
 # --- the cache file is valid CMake and sets what we rely on ---
 command -v cmake >/dev/null || fail "cmake not installed"
@@ -95,17 +117,39 @@ if [[ $CHECK == 1 ]]; then
   exit 0
 fi
 
-[[ -n "$INLINER$EVICT" ]] || fail "give --inliner_policy and/or --evict_policy"
-[[ -n "$WORKDIR" ]] || fail "give --workdir (needs ~40 GB free)"
-command -v ninja >/dev/null || fail "ninja not installed (apt-get install ninja-build)"
+[[ -n "$WORKDIR" ]] || fail "give --workdir (needs ~2 GB for sources, ~15 GB more for the build)"
 mkdir -p "$WORKDIR"
+WORKDIR="$(cd "$WORKDIR" && pwd)"
 cd "$WORKDIR"
+T0=$(date +%s)
 if [[ -z "$SOURCE_DIR" ]]; then
-  SOURCE_DIR="$(ls -d "$WORKDIR"/llvm-toolchain-22-*/ 2>/dev/null | head -1 || true)"
-  if [[ -z "$SOURCE_DIR" ]]; then
-    echo "fetching Debian's llvm-toolchain-22 source package (~200 MB)..."
-    apt-get source llvm-toolchain-22 || fail "apt-get source failed: add a deb-src line for bookworm (see DESIGN.md), or pass --source_dir of an llvm-project 22 checkout"
-    SOURCE_DIR="$(ls -d "$WORKDIR"/llvm-toolchain-22-*/ | head -1)"
+  SOURCE_DIR="$WORKDIR/src"
+  if [[ ! -f "$SOURCE_DIR/.mlgo-patched" ]]; then
+    rm -rf "$SOURCE_DIR" "$WORKDIR/apt"
+    mkdir -p "$WORKDIR/apt"
+    if (cd "$WORKDIR/apt" && apt-get source -q "$SRC_PKG=$VERSION" >/dev/null 2>&1); then
+      mv "$(ls -d "$WORKDIR"/apt/"$SRC_PKG"-*/ | head -1)" "$SOURCE_DIR"
+      ok "apt-get source $SRC_PKG=$VERSION (dpkg-source applied Debian's patches)"
+    else
+      echo "apt-get source $SRC_PKG=$VERSION failed (the security mirror 404s for it);" \
+           "fetching the orig tarball from the main pool instead"
+      FILES="$(python3 "$TOOL" fetch --pins "$PINS" --kinds=orig,debian)" || fail "fetch failed"
+      ORIG="$(echo "$FILES" | awk '$1=="orig"{print $2}')"
+      DEB="$(echo "$FILES" | awk '$1=="debian"{print $2}')"
+      ok "sha256 verified: $(basename "$ORIG"), $(basename "$DEB")"
+      mkdir -p "$SOURCE_DIR"
+      tar -xJf "$ORIG" -C "$SOURCE_DIR" --strip-components=1
+      tar -xJf "$DEB" -C "$SOURCE_DIR"
+      n=0
+      while read -r p opts; do
+        [[ -z "$p" || "$p" == \#* ]] && continue
+        patch -d "$SOURCE_DIR" -s -p1 --no-backup-if-mismatch ${opts:-} \
+            < "$SOURCE_DIR/debian/patches/$p" || fail "Debian patch $p does not apply"
+        n=$((n + 1))
+      done < "$SOURCE_DIR/debian/patches/series"
+      ok "unpacked and applied $n Debian patches (debian/patches/series)"
+    fi
+    touch "$SOURCE_DIR/.mlgo-patched"
   fi
 fi
 [[ -f "$SOURCE_DIR/llvm/CMakeLists.txt" ]] || fail "$SOURCE_DIR/llvm/CMakeLists.txt missing"
@@ -119,9 +163,28 @@ for p in "$HERE"/*.patch; do
   [[ -e "$p" ]] || continue
   patch -d "$SOURCE_DIR" -p1 --forward < "$p" || fail "patch $p does not apply"
 done
+echo "sources ready in $(( $(date +%s) - T0 )) s: $SOURCE_DIR"
+if [[ $PREPARE_ONLY == 1 ]]; then
+  exit 0
+fi
+
+[[ -n "$INLINER$EVICT" ]] || fail "give --inliner_policy and/or --evict_policy"
+command -v ninja >/dev/null || fail "ninja not installed (apt-get install ninja-build)"
+LAUNCHER=()
+if command -v ccache >/dev/null; then
+  LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+T1=$(date +%s)
 # shellcheck disable=SC2086
 cmake -G Ninja -S "$SOURCE_DIR/llvm" -B "$WORKDIR/build" -C "$CACHE_FILE" \
-  -DTENSORFLOW_AOT_PATH="$TF_DIR" $INL_ARGS $EV_ARGS \
+  -DTENSORFLOW_AOT_PATH="$TF_DIR" $INL_ARGS $EV_ARGS "${LAUNCHER[@]}" \
   -DPython3_EXECUTABLE="$PYTHON"
+T2=$(date +%s)
 ninja -C "$WORKDIR/build" -j "$JOBS" clang llc opt
+T3=$(date +%s)
+{
+  echo "configure_seconds=$((T2 - T1))"
+  echo "build_seconds=$((T3 - T2)) jobs=$JOBS nproc=$(nproc)"
+  echo "compiles=$(ninja -C "$WORKDIR/build" -t commands clang llc opt | grep -c ' -c ')"
+} | tee "$WORKDIR/build_times.txt"
 echo "built: $WORKDIR/build/bin/clang (use -mllvm -enable-ml-inliner=release)"

@@ -9,7 +9,9 @@
 #   (same with REGALLOCEVICTMODEL / RegAllocEvictModel)
 set(CMAKE_BUILD_TYPE Release CACHE STRING "")
 set(LLVM_ENABLE_PROJECTS "clang" CACHE STRING "")
-set(LLVM_TARGETS_TO_BUILD "X86;AArch64" CACHE STRING "")
+# The host target only (the configuration whose size was counted: ~2,600 compiles for
+# `ninja clang llc`); add AArch64 etc. for a cross compiler.
+set(LLVM_TARGETS_TO_BUILD "X86" CACHE STRING "")
 set(LLVM_ENABLE_ASSERTIONS OFF CACHE BOOL "")
 set(LLVM_INCLUDE_TESTS OFF CACHE BOOL "")
 set(LLVM_INCLUDE_EXAMPLES OFF CACHE BOOL "")

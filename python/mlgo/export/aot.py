@@ -147,12 +147,15 @@ def aot_compile(saved_model_dir, out_dir, cpp_class: str = "mlgo::Policy",
   spec = read_signature(saved_model_dir, signature, problem)
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
-  cmd = [saved_model_cli(), "aot_compile_cpu", "--dir", str(saved_model_dir),
+  # saved_model_cli names the entry symbol and header guard after --output_prefix: run it
+  # in the output dir with a bare prefix so the files do not depend on where they are
+  # built (reproducible objects, e.g. //llvm_patches:clang_release in any output base).
+  cmd = [saved_model_cli(), "aot_compile_cpu", "--dir", str(pathlib.Path(saved_model_dir).resolve()),
          "--tag_set", "serve", "--signature_def_key", signature,
-         "--output_prefix", str(out / prefix), "--cpp_class", cpp_class,
+         "--output_prefix", prefix, "--cpp_class", cpp_class,
          "--target_triple", "x86_64-pc-linux"]
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+  res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=out)
   header = out / f"{prefix}.h"
   if res.returncode != 0 or not header.exists():
     tail = "\n".join((res.stderr or "").strip().splitlines()[-15:])

@@ -1,0 +1,194 @@
+"""//llvm_patches:clang_release: Debian's clang-22/llc-22 with the shipped models compiled
+into a relinked libLLVM (release mode), checked against the other two release routes.
+
+- Inlining: `PREFIX/bin/clang -mllvm -enable-ml-inliner=release` gives objects
+  byte-identical to stock clang-22 with the inline advisor plugin of the same model
+  (models/inlining_oz) on real corpus modules (Debian's bzip2 and tinyxml2).
+- Eviction: `PREFIX/bin/llc -regalloc-enable-advisor=release` gives objects
+  byte-identical to stock llc-22 answered by advisor_server (models/regalloc_eviction).
+- Compiles are deterministic; without the ML flags the prefix compiles exactly as stock
+  clang-22; the prefix builds bzip2, which links and round-trips data.
+- The pinned Debian versions are installed, and a mismatch is a clear error.
+"""
+import filecmp
+import json
+import os
+import pathlib
+import pwd
+import subprocess
+import sys
+
+import pytest
+
+from mlgo.corpus import build as corpus_build
+from mlgo.corpus import load_corpus
+from mlgo.corpus import sources
+from mlgo.export import server as srv
+from mlgo.util.toolchain import toolchain
+
+PREFIX = pathlib.Path("llvm_patches/clang_release").resolve()
+PLUGIN = pathlib.Path("cc/inline_plugin/plugin_inlining_oz.so").resolve()
+SERVER = pathlib.Path("llvm_patches/server_regalloc_eviction").resolve()
+SCRIPT = pathlib.Path("llvm_patches/release_prefix.py").resolve()
+PINS = pathlib.Path("llvm_patches/debian_pins.json").resolve()
+PACKAGES = ["bzip2", "tinyxml2"]  # one C, one C++ library of the default corpus set
+TC = toolchain(22)
+INLINE_RELEASE = ["-mllvm", "-enable-ml-inliner=release"]
+
+
+def _source_cache() -> pathlib.Path:
+  # Bazel's test environment may hide $HOME; the passwd home finds the shared cache.
+  home = os.environ.get("MLGO_HOME") or pathlib.Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "mlgo"
+  return pathlib.Path(home) / "sources"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+  out = tmp_path_factory.mktemp("corpus") / "c"
+  corpus_build.make_corpus(out, PACKAGES, opt="Oz", jobs=2, llvm_version=22,
+                           cache=_source_cache())
+  c = load_corpus(out)
+  assert len(c.modules) >= 10 and {m.language for m in c.modules} == {"c", "c++"}
+  return c
+
+
+def _run(argv, **kw):
+  res = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=300, **kw)
+  assert res.returncode == 0, f"{argv[:3]}...: {res.stderr[-2000:]}"
+  return res
+
+
+def _stem(m):
+  return m.name.replace("/", "_")
+
+
+def test_prefix_layout():
+  for rel in ("bin/clang", "bin/llc", "bin/opt", "lib/libLLVM.so.22.1", "lib/libclang-cpp.so.22.1",
+              "lib/clang/22/include/stddef.h", "share/mlgo/release.json"):
+    assert (PREFIX / rel).is_file(), rel
+  assert os.readlink(PREFIX / "bin" / "clang++") == "clang"
+  assert os.readlink(PREFIX / "lib" / "libLLVM.so") == "libLLVM.so.22.1"
+  # The copied Debian binary loads the relinked library, with no environment variable.
+  ldd = _run(["ldd", PREFIX / "bin" / "clang"], env={"PATH": os.environ["PATH"]}).stdout
+  lib_line = next(l for l in ldd.splitlines() if "libLLVM.so.22.1" in l)
+  loaded = lib_line.split("=>")[1].split("(")[0].strip()
+  assert os.path.realpath(loaded) == os.path.realpath(PREFIX / "lib/libLLVM.so.22.1"), lib_line
+  info = json.loads((PREFIX / "share/mlgo/release.json").read_text())
+  assert set(info["models"]) == {"InlinerSizeModel", "RegAllocEvictModel"}
+
+
+def _dynamic_symbols(lib) -> set:
+  out = _run(["nm", "-D", "--defined-only", "--with-symbol-versions", lib]).stdout
+  return {line.split()[-1] for line in out.splitlines() if line.strip()}
+
+
+def test_exports_every_symbol_of_debians_libllvm():
+  """Same ABI as the library Debian's binaries were linked against: every exported
+  symbol, with its LLVM_22.1 version; extras are the models' (and a few Polly/isl ones)."""
+  debian = _dynamic_symbols(os.path.realpath("/usr/lib/llvm-22/lib/libLLVM.so.22.1"))
+  ours = _dynamic_symbols(PREFIX / "lib/libLLVM.so.22.1")
+  assert len(debian) > 50000
+  assert sorted(debian - ours)[:10] == []
+  extra = ours - debian
+  assert any("InlinerSizeModel" in s for s in extra) and any("RegAllocEvictModel" in s for s in extra)
+  assert len(extra) < 500
+
+
+def test_pins_installed_and_mismatch_is_a_clear_error(tmp_path):
+  res = subprocess.run([sys.executable, SCRIPT, "check-pins", "--pins", PINS],
+                       capture_output=True, text=True)
+  assert res.returncode == 0, res.stderr
+  pins = json.loads(PINS.read_text())
+  pins["version"] = "1:22.1.99-1"
+  bad = tmp_path / "pins.json"
+  bad.write_text(json.dumps(pins))
+  res = subprocess.run([sys.executable, SCRIPT, "check-pins", "--pins", bad],
+                       capture_output=True, text=True)
+  assert res.returncode != 0
+  assert "clang-22: installed 1:22.1.8" in res.stderr and "pinned 1:22.1.99-1" in res.stderr
+  assert "debian_pins.json" in res.stderr
+
+
+def test_stock_clang_has_no_model_the_prefix_has(tmp_path):
+  src = tmp_path / "x.c"
+  src.write_text("static int f(int x){return x*3;} int g(int y){return f(y)+1;}\n")
+  stock = subprocess.run([TC.clang, "-Oz", *INLINE_RELEASE, "-c", src, "-o", tmp_path / "s.o"],
+                         capture_output=True, text=True)
+  assert stock.returncode != 0 and "Could not setup Inlining Advisor" in stock.stderr
+  _run([PREFIX / "bin/clang", "-Oz", *INLINE_RELEASE, "-c", src, "-o", tmp_path / "r.o"])
+
+
+def test_inliner_release_matches_plugin_on_corpus(corpus, tmp_path):
+  same, changed_vs_default = [], 0
+  for m in corpus.modules:
+    rel, plug, dflt = (tmp_path / f"{_stem(m)}.{k}.o" for k in ("rel", "plug", "def"))
+    _run(m.compile_argv(str(PREFIX / "bin/clang"), rel, INLINE_RELEASE))
+    _run(m.compile_argv(TC.clang, plug, [f"-fpass-plugin={PLUGIN}"]))
+    _run(m.compile_argv(TC.clang, dflt))
+    same.append((m.name, filecmp.cmp(rel, plug, shallow=False)))
+    changed_vs_default += not filecmp.cmp(rel, dflt, shallow=False)
+  assert [n for n, s in same if not s] == []
+  # The model is really in charge: it changes some modules against the default heuristic.
+  assert changed_vs_default >= 3
+
+
+def test_prefix_without_ml_flags_compiles_like_stock(corpus, tmp_path):
+  for m in corpus.modules[::3]:
+    a, b = tmp_path / f"{_stem(m)}.p.o", tmp_path / f"{_stem(m)}.s.o"
+    _run(m.compile_argv(str(PREFIX / "bin/clang"), a))
+    _run(m.compile_argv(TC.clang, b))
+    assert filecmp.cmp(a, b, shallow=False), m.name
+
+
+def test_release_compiles_are_deterministic(corpus, tmp_path):
+  flags = INLINE_RELEASE + ["-mllvm", "-regalloc-enable-advisor=release"]
+  for m in corpus.modules:
+    a, b = tmp_path / f"{_stem(m)}.1.o", tmp_path / f"{_stem(m)}.2.o"
+    _run(m.compile_argv(str(PREFIX / "bin/clang"), a, flags))
+    _run(m.compile_argv(str(PREFIX / "bin/clang"), b, flags))
+    assert filecmp.cmp(a, b, shallow=False), m.name
+
+
+def test_eviction_release_matches_advisor_server(corpus, tmp_path):
+  """Optimized bitcode of every corpus module through llc -O2: the compiled-in eviction
+  model and the server answering stock llc-22's channel give identical objects."""
+  same, changed_vs_default = [], 0
+  for m in corpus.modules:
+    bc = tmp_path / f"{_stem(m)}.opt.bc"
+    _run(m.compile_argv(TC.clang, bc, action="-emit-llvm-bc"))
+    rel, chan, dflt = (tmp_path / f"{_stem(m)}.{k}.o" for k in ("rel", "chan", "def"))
+    llc_args = ["-O2", "-filetype=obj", str(bc)]
+    _run([PREFIX / "bin/llc", *llc_args, "-regalloc-enable-advisor=release", "-o", rel])
+    res = srv.run_with_server(str(SERVER), "regalloc_eviction",
+                              lambda flags: [TC.llc, *llc_args, *flags, "-o", str(chan)])
+    assert res.ok, res
+    _run([TC.llc, *llc_args, "-o", dflt])
+    same.append((m.name, filecmp.cmp(rel, chan, shallow=False)))
+    changed_vs_default += not filecmp.cmp(rel, dflt, shallow=False)
+  assert [n for n, s in same if not s] == []
+  assert changed_vs_default >= 3
+
+
+def test_prefix_builds_bzip2_which_links_and_runs(tmp_path):
+  """A real package (Debian's bzip2) built by the prefix with both models in charge."""
+  src = sources.fetch_source("bzip2", _source_cache())
+  units = ["blocksort", "huffman", "crctable", "randtable", "compress", "decompress", "bzlib",
+           "bzip2"]
+  flags = ["-Oz", *INLINE_RELEASE, "-mllvm", "-regalloc-enable-advisor=release",
+           "-D_FILE_OFFSET_BITS=64", "-w"]
+  objs = []
+  for u in units:
+    o = tmp_path / f"{u}.o"
+    _run([PREFIX / "bin/clang", *flags, "-c", src / f"{u}.c", "-o", o])
+    objs.append(o)
+  exe = tmp_path / "bzip2"
+  _run([PREFIX / "bin/clang", *objs, "-o", exe])
+  data = tmp_path / "data.txt"
+  data.write_bytes(b"".join(b"line %d of mlgo release-mode test data\n" % i for i in range(20000)))
+  _run([exe, "-k", "-9", data])
+  packed = tmp_path / "data.txt.bz2"
+  assert 0 < packed.stat().st_size < data.stat().st_size // 10
+  # Stock bzip2 semantics: the system's tool (if any) or our own binary decompresses it.
+  out = _run([exe, "-d", "-c", packed]).stdout
+  assert out.encode() == data.read_bytes()
+  _run([exe, "-t", packed])
