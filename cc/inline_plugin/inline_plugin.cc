@@ -236,7 +236,10 @@ private:
       }
       if (N > 1) OS << "]";
     }
-    OS << "}, \"decision\": " << Result << "}\n";
+    OS << "}";
+    // The default decision, when the model takes it (a policy that defers to it).
+    if (DefaultArg >= 0) OS << ", \"default\": " << *getTensor<int64_t>(Features.size());
+    OS << ", \"decision\": " << Result << "}\n";
     OS.flush();
   }
 

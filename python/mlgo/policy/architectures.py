@@ -154,10 +154,12 @@ class MlpCategorical(Architecture):
     lp = self._logp(params)
     return -(np.exp(lp) * lp).sum(axis=-1)
 
-  def tf_greedy(self, tf, enc):
+  def tf_logits(self, tf, enc):
     h = _mlp_tf(tf, self.w, self._nh(), enc)
-    logits = tf.matmul(h, tf.constant(self.w["out/kernel"])) + tf.constant(self.w["out/bias"])
-    return tf.argmax(logits, axis=-1, output_type=tf.int64)
+    return tf.matmul(h, tf.constant(self.w["out/kernel"])) + tf.constant(self.w["out/bias"])
+
+  def tf_greedy(self, tf, enc):
+    return tf.argmax(self.tf_logits(tf, enc), axis=-1, output_type=tf.int64)
 
   @staticmethod
   def init_weights(config, input_dim, seed=0):

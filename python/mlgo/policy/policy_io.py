@@ -49,6 +49,13 @@ class Policy:
     self.greedy_mode = greedy
     self.rng = np.random.default_rng(seed)
     self._scalar_inputs = all(n == 1 for n in self.sizes)
+    # Deferring to the compiler's own decision where the policy is unsure: a greedy
+    # categorical decision whose top two probabilities are closer than `margin` takes
+    # the observation's `feature` (e.g. inlining_default) instead. Python-side only.
+    d = spec.get("defer") or {}
+    self.defer_margin = float(d.get("margin", 0.0))
+    self.defer_feature = d.get("feature")
+    self.deferred = 0
 
   def with_sampling(self, seed: int) -> "Policy":
     return Policy(self.spec, self.arch.w, greedy=False, seed=seed)
@@ -62,6 +69,13 @@ class Policy:
   def act(self, observation: dict):
     enc = self.normalizer.encode_one(self.raw_vector(observation))[None, :]
     params = self.arch.dist_params(enc)
+    if self.greedy_mode and self.defer_margin and self.defer_feature in observation:
+      lg = params["logits"][0].astype(np.float64)
+      p = np.exp(lg - lg.max())
+      p = np.sort(p / p.sum())
+      if p[-1] - p[-2] < self.defer_margin:
+        self.deferred += 1
+        return int(np.asarray(observation[self.defer_feature]).reshape(-1)[0])
     a = self.arch.greedy(params) if self.greedy_mode else self.arch.sample(params, self.rng)
     return a.reshape(-1)[0] if a.ndim <= 1 or a.shape[-1] == 1 else a[0]
 
@@ -133,18 +147,39 @@ def export_saved_model(policy: Policy, path):
             for f in feats]
   out_name = arch.get("output_name", "action")
   out_dtype = arch.get("output_dtype", "int64")
+  defer = bool(policy.defer_margin and policy.defer_feature)
+  if defer:
+    if not hasattr(policy.arch, "tf_logits"):
+      raise ValueError(f"{spec['architecture']['type']}: deferring to the default needs a "
+                       "categorical architecture")
+    # The compiler's own decision as one more input (the inline plugin feeds it when the
+    # model asks for it), used where the policy is unsure, exactly as Policy.act does.
+    inputs = inputs + [tf.TensorSpec(shape=[1], dtype=tf.int64, name=policy.defer_feature)]
 
   class _Module(tf.Module):
 
     @tf.function(input_signature=inputs)
     def action(self, *args):
+      default = None
+      if defer:
+        args, default = args[:-1], args[-1]
       x = tf.concat([tf.reshape(tf.cast(a, tf.float64), [1, -1]) for a in args], axis=1)
       q = tf.reduce_sum(tf.cast(x[:, :, None] >= tf.constant(bmat), tf.float64)
                         * tf.constant(dmat), axis=-1)
       s = tf.sign(x) * tf.math.log1p(tf.abs(x))
       z = (s - tf.constant(mean)) / tf.constant(std)
       enc = tf.reshape(tf.stack([q, tf.sqrt(q), z], axis=-1), [1, -1])
-      out = policy.arch.tf_greedy(tf, tf.cast(enc, tf.float32))
+      if defer:
+        logits = tf.cast(policy.arch.tf_logits(tf, tf.cast(enc, tf.float32)), tf.float64)
+        p = tf.nn.softmax(logits, axis=-1)
+        best = tf.argmax(logits, axis=-1, output_type=tf.int64)
+        # The runner-up without a sort (XLA's AOT runtime has no sort kernel here).
+        second = tf.reduce_max(p - 2.0 * tf.one_hot(best, tf.shape(p)[-1], dtype=p.dtype),
+                               axis=-1)
+        unsure = (tf.reduce_max(p, axis=-1) - second) < policy.defer_margin
+        out = tf.where(unsure, tf.reshape(default, [1]), best)
+      else:
+        out = policy.arch.tf_greedy(tf, tf.cast(enc, tf.float32))
       out = tf.reshape(tf.cast(out, getattr(tf, out_dtype)), [1])
       return {out_name: out}
 
@@ -207,6 +242,21 @@ def average_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
   spec = {k: v for k, v in ref.spec.items() if k not in MEMBER_PROVENANCE}
   spec["averaged_from"] = [str(d) for d in dirs]
   write_policy_dir(output, spec, weights, saved_model=saved_model)
+  return load_policy(output)
+
+
+def with_deferral(policy_dir, output, margin: float, feature: str = "inlining_default",
+                  saved_model: bool = True) -> Policy:
+  """A copy of a categorical policy that takes the compiler's own decision (`feature`
+  of the observation) wherever its top two probabilities are closer than `margin`;
+  margin 0 removes the deferral. The SavedModel takes `feature` as one more input."""
+  p = load_policy(policy_dir)
+  if "logits" not in p.arch.DIST_PARAMS or not hasattr(p.arch, "tf_logits"):
+    raise ValueError(f"{policy_dir}: deferring to the default needs a categorical policy")
+  spec = {k: v for k, v in p.spec.items() if k != "defer"}
+  if margin > 0:
+    spec["defer"] = {"margin": float(margin), "feature": feature}
+  write_policy_dir(output, spec, p.arch.w, saved_model=saved_model)
   return load_policy(output)
 
 

@@ -155,3 +155,32 @@ def test_model_header_lists_inputs(tmp_path):
   assert '{"weight", "float", 1, 4},' in text
   assert "using Model = ns::P;" in text
   assert 'kProblem = "regalloc_priority"' in text
+
+
+def test_deferring_policy_plugin_matches_python(tmp_path):
+  """A policy that takes the compiler's own decision where it is unsure: the exported
+  plugin feeds the default to the model and decides exactly like the Python policy."""
+  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+  pol = _copy_policy("tiny_inlining", tmp_path / "policy")
+  policy = policy_io.with_deferral(pol, tmp_path / "deferring", margin=0.3)
+  out = tmp_path / "out"
+  export.export_policy(tmp_path / "deferring", out, llvm_versions=(22,), quiet=True)
+  tc = toolchain(22)
+  rows = []
+  for src in PROGRAMS:
+    log = tmp_path / f"{src.stem}.jsonl"
+    env = dict(os.environ, MLGO_INLINE_LOG=str(log))
+    r = subprocess.run([tc.clang, "-Oz", f"-fpass-plugin={out / 'inline_advisor.so'}", "-c",
+                        str(src), "-o", str(tmp_path / f"{src.stem}.o")], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rows += [json.loads(x) for x in log.read_text().splitlines()]
+  assert rows and all("default" in row for row in rows)
+  for row in rows:
+    obs = {k: np.array([v], np.int64) for k, v in row["features"].items()}
+    obs["inlining_default"] = np.array([row["default"]], np.int64)
+    assert int(policy.act(obs)) == row["decision"], row
+  # Both kinds of decisions happened: deferred ones, and ones where the policy overrode
+  # the default.
+  assert 0 < policy.deferred < len(rows)
+  assert any(row["decision"] != row["default"] for row in rows)
