@@ -125,6 +125,22 @@ class LocalCluster:
     self.node_ports.append(port)
     return port
 
+  def warm(self, seconds: float = 1.5, timeout: float = 120.0):
+    """Starts a worker on every node (connects this process): rounds of sleeping tasks,
+    two per CPU, until every node has run one, so work is spread over all nodes from the
+    first item on instead of piling onto a node whose worker happened to start first.
+    Returns the node labels seen."""
+    from mlgo.workers import ray_pool, testing  # pylint: disable=import-outside-toplevel
+    ray = ray_pool.connect(self.address)
+    want = sum(1 for n in ray.nodes() if n["Alive"])
+    pool = ray_pool.RayPool()
+    seen, end = set(), time.monotonic() + timeout
+    while len(seen) < want and time.monotonic() < end:
+      for _ in range(2 * pool.num_workers):
+        pool.submit(testing.sleep_then, seconds, None)
+      seen |= {r.node for r in pool.results()}
+    return seen
+
   def _raylet_pid(self, port: int) -> int | None:
     for d in os.listdir("/proc"):
       if not d.isdigit():

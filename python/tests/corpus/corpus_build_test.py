@@ -86,7 +86,8 @@ def test_default_corpus_built_once_and_partial_redone(tmp_path, monkeypatch):
   cache_home = tmp_path / "home"
   shutil.copytree(_cache_with_tinypkg(tmp_path), cache_home / "sources")
   monkeypatch.setenv("MLGO_HOME", str(cache_home))
-  monkeypatch.setattr(build, "DEFAULT_PACKAGES", ("tinypkg",))
+  monkeypatch.setitem(build.PACKAGE_SETS, "default", ("tinypkg",))
+  monkeypatch.setitem(build.PACKAGE_SETS, "unseen", ("tinypkg",))
   d = corpus_lib.default_corpus(22)
   assert d == cache_home / "corpora" / "default-llvm22-Oz"
   assert (d / build.COMPLETE_MARKER).exists()
@@ -101,6 +102,11 @@ def test_default_corpus_built_once_and_partial_redone(tmp_path, monkeypatch):
   # The O2 variant lives next to it.
   d2 = corpus_lib.default_corpus(22, opt="O2")
   assert d2.name == "default-llvm22-O2" and corpus_lib.load_corpus(d2).opt_level == "O2"
+  # Other package sets: their own cached corpus, also what --corpus=@SET names.
+  d3 = corpus_lib.corpus_arg("@unseen", "O2")
+  assert d3.name == "unseen-llvm22-O2" and (d3 / build.COMPLETE_MARKER).exists()
+  with pytest.raises(build.BuildError, match="unknown package set"):
+    corpus_lib.corpus_arg("@nosuchset")
 
 
 def test_generated_config_headers(tmp_path):

@@ -14,6 +14,7 @@ from mlgo.workers import testing as fns
 def cluster(tmp_path_factory):
   home = tmp_path_factory.mktemp("mlgo_home")
   with ray_cluster.LocalCluster(head_cpus=1, node_cpus=(1,), env={"MLGO_HOME": str(home)}) as c:
+    assert len(c.warm()) == 2
     yield c
     ray_pool.disconnect()
 
@@ -93,6 +94,7 @@ def test_killed_node_loses_nothing(tmp_path):
   ray_pool.disconnect()
   with ray_cluster.LocalCluster(head_cpus=1, node_cpus=(1,),
                                 env={"MLGO_HOME": str(tmp_path)}) as c:
+    assert len(c.warm()) == 2
     pool = ray_pool.RayPool(address=c.address)
     n = 14
     for i in range(n):

@@ -61,6 +61,7 @@ def test_sigkill_on_ray_then_resume(tmp_path):
   assert f"resumed from {out / 'checkpoint'} at iteration {done[-1]}" in r.stderr
   log = _log(out)
   assert [x["iteration"] for x in log] == list(range(1, target + 1))
-  # The collection ran on both nodes of the cluster.
-  assert all(len(x["modules_per_second_by_node"]) == 2 for x in log), log
+  # The collection ran on the cluster's nodes (labels from Ray, not "local").
+  assert all(x["modules_per_second_by_node"] and "local" not in x["modules_per_second_by_node"]
+             for x in log), log
   assert all(x["ok"] == 6 and x["failed"] == 0 for x in log)
