@@ -45,7 +45,8 @@ class PipelineConfig:
   unseen_suites: after the held-out split, evaluate on these too (mlgo.evaluation.
     generalization suites: "@unseen" = packages never used for training or selection,
     built once and cached); their lines are printed before the held-out summary. The
-    first run builds the corpus (about two minutes); () skips it.
+    first run builds the corpus (about two minutes); () skips it. unseen_reserve
+    seconds of the budget are kept for it.
   """
 
   def __init__(self, time_budget: float = 840.0, trace_modules: int = 160,
@@ -53,7 +54,7 @@ class PipelineConfig:
                bc_time_budget: float = 100.0, bc_learning_rate: float = 1e-3,
                bc_label_smoothing: float = 0.0, bc_heldout_fraction: float = 0.2,
                eval_reserve: float = 100.0, jobs: int = 2, seed: int = 0, hidden=None,
-               unseen_suites=("@unseen",)):
+               unseen_suites=("@unseen",), unseen_reserve: float = 150.0):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
 
@@ -115,7 +116,8 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
   # 4. PPO for the rest of the budget (keeping time for the evaluation)
   trainer = ppo.Trainer(corpus, out / "ppo", problem_name=problem_name, warmstart=start,
                         trace=out / "trace", config=pcfg, stream=stream)
-  budget = cfg.time_budget - (time.monotonic() - t_start) - cfg.eval_reserve
+  budget = (cfg.time_budget - (time.monotonic() - t_start) - cfg.eval_reserve
+            - (cfg.unseen_reserve if cfg.unseen_suites else 0.0))
   say(f"PPO: {len(trainer.train_modules)} training modules, about {max(0, budget):.0f}s "
       f"(iteration {trainer.state['iteration']} so far)")
   if budget > 0:
