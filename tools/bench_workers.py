@@ -69,9 +69,7 @@ def main(argv=None) -> int:
   from mlgo.env import bench, work  # pylint: disable=import-outside-toplevel
   desc, mods = bench.pick_modules(a.modules, a.llvm_version,
                                   cli.user_path(a.corpus) if a.corpus else None)
-  policy = cli.user_path(a.policy)
-  if not policy.exists() and cli.repo_root() is not None:
-    policy = cli.repo_root() / a.policy
+  policy = cli.policy_path(a.policy)
   spec, weights, _ = work.policy_ref(str(policy))
   ref = (spec, weights, False)   # sampling, as in a training collection
   items = [(m, a.problem, ref, 1000 + i, a.llvm_version, 300.0) for i, m in enumerate(mods)]

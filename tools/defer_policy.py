@@ -11,7 +11,7 @@ plugin feeds) all decide the same way. --margin=0 removes a deferral.
 import argparse
 import sys
 
-from mlgo.util.cli import repo_root, user_path
+from mlgo.util.cli import policy_path, user_path
 
 
 def main(argv=None) -> int:
@@ -22,9 +22,7 @@ def main(argv=None) -> int:
   ap.add_argument("--output", required=True)
   a = ap.parse_args(argv)
   from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
-  src = user_path(a.policy)
-  if not src.exists() and repo_root() is not None and (repo_root() / a.policy).exists():
-    src = repo_root() / a.policy
+  src = policy_path(a.policy)
   pol = policy_io.with_deferral(src, user_path(a.output), a.margin)
   print(f"wrote {user_path(a.output)} ({pol.problem}, defer margin {a.margin})")
   return 0

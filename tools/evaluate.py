@@ -9,7 +9,7 @@ a module (function, for regalloc) more than 1% worse than the default.
 import argparse
 import sys
 
-from mlgo.util.cli import repo_root, user_path
+from mlgo.util.cli import policy_path, user_path
 from mlgo import workers
 
 
@@ -30,10 +30,7 @@ def main(argv=None):
   from mlgo import evaluation  # pylint: disable=import-outside-toplevel
   policy = a.policy
   if policy != "default":
-    p = user_path(policy)
-    if not p.exists() and repo_root() is not None and (repo_root() / policy).exists():
-      p = repo_root() / policy
-    policy = p
+    policy = policy_path(policy)
   from mlgo import corpus  # pylint: disable=import-outside-toplevel
   from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
   corpus_dir = corpus.corpus_arg(a.corpus, get_problem(a.problem).corpus_opt)

@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from mlgo import workers
-from mlgo.util.cli import repo_root, user_path
+from mlgo.util.cli import policy_path, user_path
 
 
 def main(argv=None) -> int:
@@ -31,10 +31,7 @@ def main(argv=None) -> int:
   from mlgo.evaluation import generalization  # pylint: disable=import-outside-toplevel
   policy = a.policy
   if policy != "default":
-    p = user_path(policy)
-    if not p.exists() and repo_root() is not None and (repo_root() / policy).exists():
-      p = repo_root() / policy
-    policy = p
+    policy = policy_path(policy)
   suites = [s if s == "heldout" or s.startswith("@") else str(user_path(s))
             for s in a.suites.split(",") if s]
   rep = generalization.run(a.problem, policy, user_path(a.output), suites, jobs=a.jobs,

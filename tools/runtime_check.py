@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from mlgo.util.cli import repo_root, user_path
+from mlgo.util.cli import policy_path, user_path
 
 
 def main(argv=None):
@@ -25,9 +25,7 @@ def main(argv=None):
   ap.add_argument("--jobs", type=int, default=2)
   a = ap.parse_args(argv)
   from mlgo.evaluation import runtime_check  # pylint: disable=import-outside-toplevel
-  p = user_path(a.policy)
-  if not p.exists() and repo_root() is not None and (repo_root() / a.policy).exists():
-    p = repo_root() / a.policy
+  p = policy_path(a.policy)
   out = user_path(a.output)
   rows = runtime_check.run(a.problem, p, out,
                            programs=[x for x in a.programs.split(",") if x] or None,

@@ -33,6 +33,16 @@ def repo_root() -> pathlib.Path | None:
   return None
 
 
+def policy_path(value: str) -> pathlib.Path:
+  """A tool's --policy value: the path as the user typed it, or else the same path in
+  the checkout (so `--policy=models/inlining_oz` works from any directory)."""
+  p = user_path(value)
+  root = repo_root()
+  if not p.exists() and root is not None and (root / value).exists():
+    return root / value
+  return p
+
+
 def runfile_candidates(rel: str) -> list[pathlib.Path]:
   """Where Bazel puts the file `rel` (repository-relative) for the running program: the
   runfiles trees of `bazel run`/`bazel test` (RUNFILES_DIR, TEST_SRCDIR, or the .runfiles
