@@ -1,7 +1,7 @@
 """Measured execution: programs built with the default allocator vs with a policy.
 
   bazel run //tools:runtime_check -- --problem=regalloc_eviction --policy=DIR
-      [--output=DIR] [--programs=lua,bzip2,lz4] [--jobs=2]
+      [--output=DIR] [--programs=lua,bzip2,lz4,xxhsum,libdeflate-gzip] [--jobs=2]
 Builds lua, bzip2 and lz4 from Debian source packages twice, runs each under
 cachegrind (cache + branch simulation), checks the outputs are identical, and prints
 instructions, D1/LL misses, mispredictions and estimated cycles (formula in
@@ -21,7 +21,7 @@ def main(argv=None):
                   choices=["regalloc_eviction", "regalloc_priority"])
   ap.add_argument("--policy", required=True)
   ap.add_argument("--output", default="runtime_check")
-  ap.add_argument("--programs", default="", help="comma-separated subset of lua,bzip2,lz4")
+  ap.add_argument("--programs", default="", help="comma-separated subset of lua,bzip2,lz4,xxhsum,libdeflate-gzip (the last two: @unseen packages)")
   ap.add_argument("--jobs", type=int, default=2)
   a = ap.parse_args(argv)
   from mlgo.evaluation import runtime_check  # pylint: disable=import-outside-toplevel

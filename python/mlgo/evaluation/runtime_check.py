@@ -14,6 +14,8 @@ Programs (inputs are written by this module, nothing third-party is committed):
   lua     the lua5.4 interpreter running a project-written benchmark script
   bzip2   compressing a generated ~400 KB text file (output: the .bz2 bytes)
   lz4     compressing the same file (output: the .lz4 bytes)
+  xxhsum  XXH128 of the same file (@unseen package xxhash)
+  libdeflate-gzip  gzip -9 of the same file (@unseen package libdeflate)
 """
 import concurrent.futures as cf
 import dataclasses
@@ -94,6 +96,17 @@ PROGRAMS = [
              "lib/xxhash.c"],
             ["-Ilib", "-Iprograms", "-DXXH_NAMESPACE=LZ4_"], ["-lpthread"],
             ["-9", "-c", "{input}"], None),
+    # From the @unseen packages (never trained on): a hash and a DEFLATE compressor.
+    Program("xxhsum", "xxhash",
+            ["cli/xxhsum.c", "cli/xsum_os_specific.c", "cli/xsum_output.c",
+             "cli/xsum_sanity_check.c", "cli/xsum_bench.c", "xxhash.c"],
+            ["-I.", "-Icli"], [], ["-H2", "{input}"], None),
+    Program("libdeflate-gzip", "libdeflate",
+            ["programs/gzip.c", "programs/prog_util.c", "programs/tgetopt.c"]
+            + [f"lib/{f}.c" for f in "deflate_compress deflate_decompress utils crc32 adler32 "
+               "gzip_compress gzip_decompress zlib_compress zlib_decompress".split()]
+            + ["lib/x86/cpu_features.c"],
+            ["-I.", "-D_FILE_OFFSET_BITS=64"], [], ["-c", "-9", "{input}"], None),
 ]
 
 
