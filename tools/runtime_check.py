@@ -21,7 +21,8 @@ def main(argv=None):
                   choices=["regalloc_eviction", "regalloc_priority"])
   ap.add_argument("--policy", required=True)
   ap.add_argument("--output", default="runtime_check")
-  ap.add_argument("--programs", default="", help="comma-separated subset of lua,bzip2,lz4,xxhsum,libdeflate-gzip (the last two: @unseen packages)")
+  ap.add_argument("--programs", default="", help="comma-separated subset of lua,bzip2,lz4,xxhsum,libdeflate-gzip "
+                  "(the last two from @unseen packages)")
   ap.add_argument("--jobs", type=int, default=2)
   a = ap.parse_args(argv)
   from mlgo.evaluation import runtime_check  # pylint: disable=import-outside-toplevel
