@@ -21,6 +21,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 import time
 
 from mlgo import corpus as corpus_lib
@@ -79,7 +80,6 @@ def corpus_hash(corpus, llvm_version: int) -> str:
 def _prepare_item(m, llc_flags: list, llvm_version: int, timeout: float, problem: str):
   """A worker-pool work item (any node): optimize `m` to bitcode and record the default
   llc's scores. Returns (optimized bitcode bytes | None, functions | None, error, seconds)."""
-  import tempfile  # pylint: disable=import-outside-toplevel
   t0 = time.monotonic()
   clang = toolchain(llvm_version).clang
   with tempfile.TemporaryDirectory(prefix="mlgo-prepare-") as tmpdir:
