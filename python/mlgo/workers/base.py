@@ -1,5 +1,6 @@
 """The worker pool interface."""
 import abc
+import collections
 import dataclasses
 import time
 from typing import Any, Callable, Iterable, Iterator
@@ -58,3 +59,23 @@ class WorkerPool(abc.ABC):
       self.submit(fn, *args)
     deadline = time.monotonic() + timeout if timeout else None
     yield from self.results(deadline)
+
+
+class QueuedPool(WorkerPool):
+  """A pool whose submit() only queues (task id, fn, args); results() hands the queue
+  out to its workers (the process pool, the Ray pool)."""
+
+  def __init__(self, num_workers: int):
+    self._n = num_workers
+    self._queue = collections.deque()
+    self._next_id = 0
+
+  @property
+  def num_workers(self):
+    return self._n
+
+  def submit(self, fn, *args):
+    tid = self._next_id
+    self._next_id += 1
+    self._queue.append((tid, fn, args))
+    return tid

@@ -1,5 +1,4 @@
 """Local worker pools (processes or threads on this machine)."""
-import collections
 import concurrent.futures
 import multiprocessing
 import multiprocessing.connection
@@ -8,7 +7,7 @@ import signal
 import time
 import traceback
 
-from mlgo.workers.base import TaskResult, WorkerPool
+from mlgo.workers.base import QueuedPool, TaskResult, WorkerPool
 
 
 def _worker_main(conn):
@@ -60,25 +59,13 @@ class _Worker:
     self.conn.close()
 
 
-class ProcessPool(WorkerPool):
+class ProcessPool(QueuedPool):
   """One persistent worker process per slot; stragglers are killed at the deadline."""
 
   def __init__(self, jobs: int | None = None, start_method: str = "forkserver"):
-    self._n = max(1, jobs or os.cpu_count() or 1)
+    super().__init__(max(1, jobs or os.cpu_count() or 1))
     self._ctx = multiprocessing.get_context(start_method)
     self._workers = [_Worker(self._ctx) for _ in range(self._n)]
-    self._queue = collections.deque()
-    self._next_id = 0
-
-  @property
-  def num_workers(self):
-    return self._n
-
-  def submit(self, fn, *args):
-    tid = self._next_id
-    self._next_id += 1
-    self._queue.append((tid, fn, args))
-    return tid
 
   def _dispatch(self):
     for w in self._workers:

@@ -19,6 +19,7 @@ over machines:
 
 Results carry `node`, the label of the node that ran them, for per-node throughput.
 """
+import collections
 import dataclasses
 import hashlib
 import logging
@@ -28,7 +29,7 @@ import threading
 import time
 import traceback
 
-from mlgo.workers.base import TaskResult, WorkerPool
+from mlgo.workers.base import QueuedPool, TaskResult
 
 _PKG_DIR = pathlib.Path(__file__).resolve().parents[1]   # python/mlgo
 _lock = threading.Lock()
@@ -181,7 +182,7 @@ def _run_item(fn, args, support):
     return None, f"on node {node}:\n{traceback.format_exc()}", time.monotonic() - t0, node
 
 
-class RayPool(WorkerPool):
+class RayPool(QueuedPool):
   """Work items as Ray tasks, `depth` per cluster CPU in flight: with 2, a worker that
   finishes finds its next compile already waiting (one scheduling round trip less per
   item: +11% wall time against the process pool with 1, -3% with 2, bench_workers), and
@@ -192,14 +193,12 @@ class RayPool(WorkerPool):
     ray = connect(address)
     self._ray = ray
     # Every CPU of the cluster: `jobs` is this machine's count, not the cluster's.
-    self._n = cluster_cpus()
+    super().__init__(cluster_cpus())
     self._depth = max(1, depth)
     self._ship = ship_files
     self._remote = ray.remote(num_cpus=1, max_retries=max_retries,
                               retry_exceptions=False)(_run_item)
     self._support = {var: _ship_file(ray, str(p)) for var, p in _support_files().items()}
-    self._queue = []
-    self._next_id = 0
     self._bytes0 = _conn["bytes"]
     self.driver_seconds = 0.0   # this process's time submitting items and reading results
 
@@ -208,29 +207,17 @@ class RayPool(WorkerPool):
     """Bytes of module files this pool put in the object store (new ones only)."""
     return _conn["bytes"] - self._bytes0
 
-  @property
-  def num_workers(self):
-    return self._n
-
-  def submit(self, fn, *args):
-    tid = self._next_id
-    self._next_id += 1
-    self._queue.append((tid, fn, args))
-    return tid
-
   def _start(self, fn, args):
     packed = _pack_args(self._ray, args) if self._ship else args
     return self._remote.remote(fn, packed, self._support)
 
   def results(self, deadline=None):
     ray = self._ray
-    queue = self._queue
-    self._queue = []
-    queue.reverse()   # pop() from the end in submit order
+    queue, self._queue = self._queue, collections.deque()
     running = {}      # ObjectRef -> (tid, args, start)
     while queue or running:
       while queue and len(running) < self._n * self._depth:
-        tid, fn, args = queue.pop()
+        tid, fn, args = queue.popleft()
         t = time.monotonic()
         try:
           running[self._start(fn, args)] = (tid, args, time.monotonic())
@@ -246,7 +233,7 @@ class RayPool(WorkerPool):
           ray.cancel(ref, force=True)
           yield TaskResult(tid, args, cancelled=True, seconds=time.monotonic() - t0)
         while queue:
-          tid, _fn, args = queue.pop()
+          tid, _fn, args = queue.popleft()
           yield TaskResult(tid, args, cancelled=True)
         return
       # Everything else already finished, without waiting.
