@@ -49,6 +49,7 @@ class CompileResult:
   seconds: float
   corrections: int = 0
   stderr: str = ""
+  annotations: Optional[dict] = None   # what an annotator extracted (e.g. per-decision credit)
 
   @property
   def module_name(self) -> str:
@@ -306,7 +307,7 @@ def _private_dir() -> str:
 def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib.DEFAULT_LLVM_VERSION,
                    timeout: float = DEFAULT_TIMEOUT, record_path=None, tool_path=None,
                    extra_flags=(), output_path=None, profile=None,
-                   trace: bool = False) -> CompileResult:
+                   trace: bool = False, annotator=None) -> CompileResult:
   """Compiles `module` with `policy` answering every decision of `problem`.
 
   policy=CompilerDefault(): no channel at all, the compiler's own heuristic (the
@@ -316,7 +317,11 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
   tool_path overrides the compiler binary (fault tests use stand-ins); extra_flags go
   to the compiler (-mllvm-wrapped already for clang if needed); output_path keeps a
   copy of the object file; profile (a dict) accumulates seconds spent in "read",
-  "policy" and "write" per decision. Never raises for compile failures.
+  "policy" and "write" per decision. annotator (e.g. mlgo.credit.ir2native.Annotator):
+  adds its compiler flags (`flags(tmpdir)`) and, after a good compile, reads the outputs
+  in this process (`annotate(outputs, trajectories)`, outputs["tmpdir"] included) into
+  result.annotations; its errors land in annotations["error"], the compile stays good.
+  Never raises for compile failures.
   """
   t0 = time.monotonic()
   deadline = t0 + timeout
@@ -343,6 +348,8 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
       os.mkfifo(base + ".out", 0o600)
       os.mkfifo(base + ".in", 0o600)
     tc = toolchain_lib.toolchain(llvm_version)
+    if annotator is not None:
+      extra_flags = list(extra_flags) + list(annotator.flags(tmp))
     argv, obj, remarks = _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags,
                                     isinstance(policy, DefaultPolicy), trace_log,
                                     llvm_version)
@@ -407,10 +414,17 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
         _attach_trace(problem, trace_log, trajs)
       except (ValueError, log_lib.LogFormatError) as e:
         return fail(f"trace: {e}")
+    annotations = None
+    if annotator is not None:
+      try:
+        annotations = annotator.annotate({"object": obj, "remarks": remarks,
+                                          "contexts": order, "tmpdir": tmp}, trajs)
+      except (ValueError, KeyError, OSError) as e:
+        annotations = {"error": f"{type(e).__name__}: {e}"}
     if output_path:
       shutil.copyfile(obj, output_path)
     return CompileResult(module, True, None, trajs, reward, decisions,
-                         time.monotonic() - t0, corrections, "")
+                         time.monotonic() - t0, corrections, "", annotations)
   except _Failure as e:
     return fail(str(e))
   except (OSError, RuntimeError, subprocess.SubprocessError, toolchain_lib.ToolchainError) as e:

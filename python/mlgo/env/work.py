@@ -32,9 +32,10 @@ def make_policy(ref, seed=None, problem=None):
 
 
 def compile_one(module, problem_name: str, ref, seed=None, llvm_version: int = 22,
-                timeout: float = 300.0, with_default: bool = False):
+                timeout: float = 300.0, with_default: bool = False, annotator=None):
   """Compiles `module` with policy `ref`; with_default also compiles with the default
-  heuristic first (for a missing baseline). Returns (result, default_result|None)."""
+  heuristic first (for a missing baseline); annotator (mlgo.credit) reads the policy
+  compile's outputs in the worker. Returns (result, default_result|None)."""
   problem = problems_lib.get_problem(problem_name)
   default_result = None
   if with_default and ref != _DEFAULT:
@@ -46,7 +47,8 @@ def compile_one(module, problem_name: str, ref, seed=None, llvm_version: int = 2
                                 timeout=timeout, trace=True)
   else:
     result = core.compile_module(module, problem, make_policy(ref, seed, problem),
-                                llvm_version=llvm_version, timeout=timeout)
+                                llvm_version=llvm_version, timeout=timeout,
+                                annotator=annotator)
   if not getattr(result, "seconds", None):
     result.seconds = time.monotonic() - t0
   return result, default_result

@@ -4,7 +4,9 @@ samples, or a moving average of the policy's own scores started at the default's
 credited to every decision of that key; loss weights (per decision, module or sqrt, times
 (default score + d) ** score_weighting_power); an optional extra penalty for keys more
 than 1% worse than the default (regression_penalty); seeded subsampling per compile and
-per batch. Kept apart from the trainer: this is where a problem's reward becomes training
+per batch; with a credit (cfg.credit, mlgo.credit) each decision's reward also gets
+-credit_weight * (its estimated score change) / (the key's default score). Kept apart
+from the trainer: this is where a problem's reward becomes training
 signal, the trainer only moves batches through tf-agents.
 """
 import numpy as np
@@ -26,7 +28,14 @@ def make_experience(problem, cfg, st, encoder, spec, rng, results, weights):
   old_baselines = dict(st["baselines"])
   known = set(st.get("default_modules", ()))
   arch = encoder.arch
+  credit_missing = 0
   for res, scores in zip(results, all_scores):
+    deltas = None
+    if getattr(cfg, "credit", ""):
+      deltas = (getattr(res, "annotations", None) or {}).get("decision_delta")
+      if deltas is None or len(deltas) != len(res.trajectories):
+        deltas = None     # e.g. remarks that did not line up: the key's reward alone
+        credit_missing += 1
     rew = {}
     for k, s in scores.items():
       base = old_baselines.get(k)
@@ -58,7 +67,7 @@ def make_experience(problem, cfg, st, encoder, spec, rng, results, weights):
       module_rewards.append(float(np.mean(list(rew.values()))))
     n_mod = sum(len(t.actions) for t in res.trajectories)
     room = cfg.max_decisions_per_module or n_mod
-    for t in res.trajectories:
+    for ti, t in enumerate(res.trajectories):
       k = problem.trajectory_key(res.module_name, t)
       n = len(t.actions)
       if k not in rew or n == 0 or room <= 0:
@@ -72,7 +81,12 @@ def make_experience(problem, cfg, st, encoder, spec, rng, results, weights):
       a = arch.train_actions(np.asarray(t.actions)[keep])
       m = len(keep)
       acts.append(a.reshape(m) if a.size == m else a.reshape(m, -1))
-      rewards.append(np.full(m, rew[k], np.float32))
+      r = np.full(m, rew[k], np.float32)
+      if deltas is not None and len(deltas[ti]) == n:
+        d0 = st["default_scores"].get(k, scores[k])
+        r -= (cfg.credit_weight * np.asarray(deltas[ti], np.float64)[keep] /
+              (d0 + problem.reward_delta)).astype(np.float32)
+      rewards.append(r)
       if cfg.decision_weighting == "module":
         w = 1.0 / max(1, n_mod)
       elif cfg.decision_weighting == "sqrt":
@@ -90,6 +104,7 @@ def make_experience(problem, cfg, st, encoder, spec, rng, results, weights):
         st["baselines"][k] = mom * st["baselines"][k] + (1 - mom) * s
       elif k in st["default_scores"]:
         st["baselines"][k] = mom * st["default_scores"][k] + (1 - mom) * s
+  sizes["credit_missing"] = credit_missing
   if not obs:
     return None, module_rewards, sizes
   obs = np.concatenate(obs)

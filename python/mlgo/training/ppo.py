@@ -24,6 +24,7 @@ import time
 import gin
 import numpy as np
 
+from mlgo import credit as credit_lib
 from mlgo import problems as problems_lib
 from mlgo.env import work
 from mlgo.training import bc, dataset, experience, networks, selection
@@ -74,6 +75,9 @@ class PPOConfig:
     validation modules more than 1% worse than the default (0: not counted).
   regression_penalty: a key (module or function) more than 1% worse than the default
     loses this times its excess over 1.01 x default from its reward (0: none).
+  credit / credit_model / credit_weight: per-decision credit (mlgo.credit; "" = none):
+    each decision's reward also gets credit_weight * -(its estimated score change) /
+    (the key's default score), e.g. "ir2native" with an `ir2native train` model dir.
   """
 
   def __init__(self, modules_per_iteration: int = 32, num_iterations: int = 100,
@@ -93,7 +97,8 @@ class PPOConfig:
                max_decisions_per_iteration: int = 0, validation_metric: str = "total",
                validation_regression_weight: float = 0.0, regression_penalty: float = 0.0,
                trace_max_decisions_per_module: int = 0,
-               batch_advantage_normalization: bool = False):
+               batch_advantage_normalization: bool = False, credit: str = "",
+               credit_model: str = "", credit_weight: float = 1.0):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
   def to_json(self):
@@ -113,6 +118,9 @@ class Trainer:
     self.corpus = work.corpus_for(corpus_dir, self.problem, jobs=self.cfg.jobs,
                                        stream=stream)
     self.problem_name = problem_name
+    # Built before any compile: a bad credit setting fails here, naming what is wrong.
+    self.annotator = credit_lib.make_annotator(self.cfg.credit, self.cfg.credit_model,
+                                               self.problem)
     self.train_modules = self.corpus.split("train") or list(self.corpus.modules)
     if not self.train_modules:
       raise ValueError(f"{corpus_dir}: corpus has no modules")
@@ -273,7 +281,8 @@ class Trainer:
         for j in range(max(1, cfg.samples_per_module)):
           pool.submit(work.compile_one, m, self.problem_name, ref,
                       int(self.rng.integers(2**31)), self.corpus.llvm_version,
-                      cfg.compile_timeout, j == 0 and m.name not in have_default)
+                      cfg.compile_timeout, j == 0 and m.name not in have_default,
+                      self.annotator)
       for r in pool.results(deadline):
         module = r.item[0]
         stats["cpu_seconds"] += r.seconds
@@ -430,6 +439,8 @@ class Trainer:
            "compile_cpu_seconds": cstats["cpu_seconds"],
            "modules_per_second_by_node": cstats.get("nodes", {}),
            "failures": cstats["failures"][:5]}
+    if cfg.credit:
+      rec["credit_missing"] = sizes.get("credit_missing", 0)
     if cfg.validate_every and it % cfg.validate_every == 0:
       t3 = time.monotonic()
       val, vcpu = self.validate(new_weights)

@@ -93,3 +93,45 @@ def text_size_of_bytes(data: bytes, name: str = "<object>") -> int:
     if sh_type == 1 and (sname == ".text" or sname.startswith(".text.")):  # SHT_PROGBITS
       total += sh_size
   return total
+
+
+def function_sizes(obj_path: str) -> dict:
+  """{symbol: bytes} of the functions defined in an ELF object's .text* sections (the
+  symbol table's STT_FUNC entries and their st_size). Per-function native size, e.g. for
+  the IR2Native dataset; a function that was inlined everywhere and deleted is absent."""
+  with open(obj_path, "rb") as f:
+    data = f.read()
+  return function_sizes_of_bytes(data, obj_path)
+
+
+def function_sizes_of_bytes(data: bytes, name: str = "<object>") -> dict:
+  text_size_of_bytes(data, name)  # the same header checks, the same error messages
+  end = "<" if data[5] == 1 else ">"
+  shoff, = struct.unpack_from(end + "Q", data, 0x28)
+  shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", data, 0x3A)
+  sections = [struct.unpack_from(end + "IIQQQQIIQQ", data, shoff + i * shentsize)
+              for i in range(shnum)]
+
+  def cstr(off, start):
+    stop = data.find(b"\0", off + start)
+    if stop < 0:
+      raise ValueError(f"{name}: unterminated string in a string table")
+    return data[off + start:stop].decode("utf-8", "replace")
+
+  shstr = sections[shstrndx][4]
+  is_text = [s[1] == 1 and (cstr(shstr, s[0]) == ".text" or
+                            cstr(shstr, s[0]).startswith(".text.")) for s in sections]
+  out = {}
+  for sh_name, sh_type, _f, _a, off, size, link, _i, _al, entsize in sections:
+    if sh_type != 2:  # SHT_SYMTAB
+      continue
+    if entsize != 24 or off + size > len(data) or link >= shnum:
+      raise ValueError(f"{name}: malformed symbol table")
+    str_off = sections[link][4]
+    for pos in range(off, off + size, 24):
+      st_name, st_info, _other, st_shndx, _value, st_size = struct.unpack_from(
+          end + "IBBHQQ", data, pos)
+      if st_info & 0xF != 2 or st_shndx >= shnum or not is_text[st_shndx]:  # STT_FUNC
+        continue
+      out[cstr(str_off, st_name)] = out.get(cstr(str_off, st_name), 0) + st_size
+  return out
