@@ -1,7 +1,7 @@
 """IR2Native: a native-size model of functions for per-call-site inlining credit.
 
   bazel run //tools:ir2native -- collect --corpus=@default --output=DIR \
-      [--passes=default,flip0.1] [--no_final_ir] [--limit=N] [--workers=ray ...]
+      [--passes=default,flip0.1] [--final_ir=0.25] [--limit=N] [--workers=ray ...]
   bazel run //tools:ir2native -- train --data=DIR[,DIR] --output=MODEL_DIR [--epochs=60]
   bazel run //tools:ir2native -- report --model=MODEL_DIR --train=DIR \
       --suite=heldout=DIR:heldout --suite=@extra=DIR2 [--output=REPORT_DIR]
@@ -28,7 +28,7 @@ def _collect(a):
   c = corpus_lib.load_corpus(corpus_lib.corpus_arg(a.corpus))
   modules = c.modules[:a.limit] if a.limit else c.modules
   stats = dataset.collect(modules, user_path(a.output), passes=a.passes.split(","),
-                          final_ir=not a.no_final_ir, jobs=a.jobs, timeout=a.timeout)
+                          final_ir=a.final_ir, jobs=a.jobs, timeout=a.timeout)
   print(f"ir2native collect: {stats['compiles']} compiles ({stats['skipped_done']} from an "
         f"earlier run), {stats['failed']} failed, {stats['rows']} new function rows -> "
         f"{user_path(a.output)}")
@@ -80,7 +80,9 @@ def main(argv=None) -> int:
   c.add_argument("--corpus", default=None, help="corpus dir or @SET (default: @default)")
   c.add_argument("--output", required=True)
   c.add_argument("--passes", default="default,flip0.1")
-  c.add_argument("--no_final_ir", action="store_true")
+  c.add_argument("--final_ir", type=float, default=0.25,
+                 help="fraction of training modules whose final IR is also costed for the "
+                      "baselines (held-out modules always; 0: none)")
   c.add_argument("--limit", type=int, default=0)
   c.add_argument("--jobs", type=int, default=2)
   c.add_argument("--timeout", type=float, default=300.0)

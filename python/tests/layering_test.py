@@ -7,8 +7,8 @@ import pathlib
 import mlgo
 
 # Lowest first; a package may import only packages listed before it.
-LAYERS = ["util", "log", "workers", "corpus", "policy", "problems", "env", "evaluation",
-          "export", "training"]
+LAYERS = ["util", "log", "workers", "corpus", "policy", "problems", "env", "ir2native",
+          "credit", "evaluation", "export", "training"]
 
 
 def _imports(path: pathlib.Path):

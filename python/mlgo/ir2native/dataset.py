@@ -8,8 +8,10 @@ real native size. `passes` decides which policies make the compiles: "default" a
 clang's own decision; "flip<P>" flips each default decision with probability P (seeded
 per module), so the model also sees functions shaped by other inlining than the default's.
 
-For the default pass, `final_ir=True` also compiles the module to its final (optimized)
-bitcode with the default heuristic and reads, per function, the final IR's instruction
+For the default pass of held-out modules (split "heldout", or any module of a corpus
+without a training split) and a `final_ir` fraction of the training modules (the
+baselines' scale factors need only a sample; the final IR doubles a module's cost), the
+collection also compiles the module to its final (optimized) bitcode with the default heuristic and reads, per function, the final IR's instruction
 count and TargetTransformInfo code-size cost (`opt -passes=print<cost-model>
 -cost-kind=code-size`): the baselines the model is compared with, on the same functions.
 
@@ -112,15 +114,26 @@ def parse_cost_model(text: str) -> dict:
   return {k: tuple(v) for k, v in out.items()}
 
 
+def wants_final_ir(module, fraction: float) -> bool:
+  if fraction <= 0:
+    return False
+  if module.split != "train":
+    return True
+  import zlib  # pylint: disable=import-outside-toplevel
+  return zlib.crc32(module.name.encode()) % 1000 < fraction * 1000
+
+
 def collect_one(module, pass_name: str, seed: int, final_ir: bool, timeout: float):
   """One module, one pass: (record dict) or raises RuntimeError naming the failure."""
   res = core.compile_module(module, PROBLEM, policy_for(pass_name, seed), timeout=timeout,
                             annotator=StateAnnotator())
+  # One line: failed.jsonl keeps the last line of the traceback (clang's stderr tail in
+  # a reason would leave just "1 error generated.").
   if not res.ok:
-    raise RuntimeError(f"{module.name}: compile failed: {res.reason}")
+    raise RuntimeError(_one_line(f"{module.name}: compile failed: {res.reason}"))
   ann = res.annotations or {}
   if "error" in ann:
-    raise RuntimeError(f"{module.name}: {ann['error']}")
+    raise RuntimeError(_one_line(f"{module.name}: {ann['error']}"))
   costs = {}
   if final_ir and pass_name == "default":
     with tempfile.TemporaryDirectory(prefix="mlgo-i2n-") as tmp:
@@ -138,13 +151,19 @@ def collect_one(module, pass_name: str, seed: int, final_ir: bool, timeout: floa
           "rows": rows}
 
 
-def collect(modules, out_dir, *, passes=("default",), final_ir: bool = True, seed: int = 0,
+def _one_line(text: str) -> str:
+  return " | ".join(l.strip() for l in text.strip().splitlines() if l.strip())
+
+
+def collect(modules, out_dir, *, passes=("default",), final_ir: float = 0.25, seed: int = 0,
             jobs: int | None = None, pool: str | None = None, timeout: float = 300.0,
             stream=sys.stderr) -> dict:
   """Collects (resumably) rows for `modules` x `passes` into out_dir; returns counts."""
   from mlgo.workers import make_pool  # pylint: disable=import-outside-toplevel
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
+  for name in ("rows.jsonl", "failed.jsonl"):
+    _drop_cut_line(out / name)   # else the first appended record would continue it
   done = {(r["module"], r["pass"]) for r in iter_records(out)}
   todo = [(m, p) for p in passes for m in modules if (m.name, p) not in done]
   stats = {"compiles": len(done), "failed": 0, "rows": 0, "skipped_done": len(done)}
@@ -152,7 +171,8 @@ def collect(modules, out_dir, *, passes=("default",), final_ir: bool = True, see
   with open(out / "rows.jsonl", "a") as fr, open(out / "failed.jsonl", "a") as ff, \
       make_pool(pool, jobs) as workers:
     for m, p in todo:
-      workers.submit(collect_one, m, p, _seed(seed, m.name, p), final_ir, timeout)
+      workers.submit(collect_one, m, p, _seed(seed, m.name, p),
+                     wants_final_ir(m, final_ir), timeout)
     for r in workers.results():
       m, p = r.item[0], r.item[1]
       if not r.ok:
@@ -170,6 +190,16 @@ def collect(modules, out_dir, *, passes=("default",), final_ir: bool = True, see
       progress.update(extra=f"{stats['rows']} functions")
   progress.close()
   return stats
+
+
+def _drop_cut_line(path):
+  """Truncates a file after its last newline (a line cut by a kill)."""
+  if not path.exists():
+    return
+  with open(path, "rb+") as f:
+    data = f.read()
+    if data and not data.endswith(b"\n"):
+      f.truncate(data.rfind(b"\n") + 1)
 
 
 def _seed(seed, name, p):

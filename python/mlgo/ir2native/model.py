@@ -2,10 +2,12 @@
 
 Input: a function state (mlgo.ir2native.states: basic blocks, conditionally executed
 blocks, the 18-dimension instruction mix); output: the function's native size in bytes
-after the rest of the pipeline and code generation. A small MLP on log1p features,
-trained on log(size) (sizes span five orders of magnitude; a relative error is what
-matters for a per-decision reward), evaluated in numpy so training workers need no
-TensorFlow to use it.
+after the rest of the pipeline and code generation. A small MLP on log1p features and the
+instruction mix as fractions predicts log(bytes per IR instruction): sizes span five
+orders of magnitude and a relative error is what matters for a per-decision reward, and
+a per-instruction target scales with the function, so it holds for functions bigger than
+any in training (predicting log(size) directly over-sized big unseen test functions up to
+9x). Evaluated in numpy, so training workers need no TensorFlow to use it.
 
 Baselines (each one scale factor fitted on the same training rows, in log space):
   ir_instructions        the end-of-inlining state's instruction count
@@ -20,7 +22,7 @@ import numpy as np
 
 from mlgo.util.files import write_json_atomic
 
-FORMAT = 1
+FORMAT = 2
 INSTRUCTIONS_DIM = "instructions"
 
 
@@ -34,20 +36,18 @@ class SizeModel:
     self.fields = list(fields)
     self.meta = dict(meta or {})
 
-  def log_predict(self, states) -> np.ndarray:
-    x = (np.log1p(np.maximum(np.asarray(states, np.float64), 0.0)) - self.x_mean) / self.x_std
-    for i, (w, b) in enumerate(self.layers):
-      x = x @ w + b
-      if i < len(self.layers) - 1:
-        x = np.maximum(x, 0.0)
-    return x[:, 0] * self.y_std + self.y_mean
-
   def predict(self, states) -> np.ndarray:
     states = np.asarray(states, np.float64)
     if states.ndim != 2 or states.shape[1] != len(self.fields):
       raise ValueError(f"IR2Native model expects states [n, {len(self.fields)}], got "
                        f"{list(states.shape)}")
-    return np.expm1(self.log_predict(states)).clip(min=0.0)
+    x = (inputs(states, self.fields) - self.x_mean) / self.x_std
+    for i, (w, b) in enumerate(self.layers):
+      x = x @ w + b
+      if i < len(self.layers) - 1:
+        x = np.maximum(x, 0.0)
+    per_instruction = np.exp(x[:, 0] * self.y_std + self.y_mean)
+    return per_instruction * _instructions(states, self.fields)
 
   def save(self, out_dir):
     out = pathlib.Path(out_dir)
@@ -80,12 +80,25 @@ class SizeModel:
       raise ValueError(f"{d}: IR2Native model lacks {e}") from e
 
 
+def _instructions(states, fields) -> np.ndarray:
+  return np.maximum(np.asarray(states, np.float64)[:, fields.index(INSTRUCTIONS_DIM)], 1.0)
+
+
+def inputs(states, fields) -> np.ndarray:
+  """Network inputs: log1p of every field, plus every field per IR instruction."""
+  s = np.maximum(np.asarray(states, np.float64), 0.0)
+  return np.concatenate([np.log1p(s), s / _instructions(s, fields)[:, None]], axis=1)
+
+
 def fit(states, sizes, fields, *, hidden=(64, 64), epochs: int = 60, batch: int = 256,
         learning_rate: float = 2e-3, seed: int = 0, stream=None) -> SizeModel:
-  """Fits the MLP on log1p(states) -> log1p(sizes) with TensorFlow (training only)."""
+  """Fits the MLP (module docstring) with TensorFlow (training only)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  x = np.log1p(np.maximum(np.asarray(states, np.float64), 0.0))
-  y = np.log1p(np.asarray(sizes, np.float64))
+  fields = list(fields)
+  if INSTRUCTIONS_DIM not in fields:
+    raise ValueError(f"IR2Native needs the {INSTRUCTIONS_DIM!r} field, got {fields}")
+  x = inputs(states, fields)
+  y = np.log(np.maximum(np.asarray(sizes, np.float64), 1.0) / _instructions(states, fields))
   if len(x) < 10:
     raise ValueError(f"IR2Native: {len(x)} training rows are too few")
   x_mean, x_std = x.mean(0), x.std(0) + 1e-6
