@@ -17,7 +17,8 @@ count and TargetTransformInfo code-size cost (`opt -passes=print<cost-model>
 
 Rows go to <out>/rows.jsonl as each module finishes (one JSON line per compile), so an
 interrupted collection resumes where it stopped; failed compiles are listed in
-<out>/failed.jsonl and counted, never retried silently.
+<out>/failed.jsonl (module, pass, the compiler's reason) and counted; a resumed
+collection tries them once more.
 """
 import json
 import os
@@ -86,8 +87,7 @@ def final_ir_costs(module, workdir: str, timeout: float = 300.0) -> dict:
   bc = os.path.join(workdir, "final.bc")
   subprocess.run(module.compile_argv(tc.clang, bc, [], action="-emit-llvm-bc"),
                  check=True, capture_output=True, timeout=timeout)
-  opt = tc.clang.replace("clang", "opt")
-  out = subprocess.run([opt, "-disable-output", "-passes=print<cost-model>",
+  out = subprocess.run([tc.opt, "-disable-output", "-passes=print<cost-model>",
                         "-cost-kind=code-size", bc], check=True, capture_output=True,
                        text=True, timeout=timeout)
   return parse_cost_model(out.stdout + out.stderr)
