@@ -30,6 +30,9 @@ def main(argv=None):
   ap.add_argument("--jobs", type=int, help="parallel compiles (default: cores)")
   ap.add_argument("--timeout", type=float, default=300.0, help="seconds per compile")
   ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--credit_model", help="an IR2Native model dir (inlining_ir2vec "
+                  "policies): also measure how well its per-decision credit predicts "
+                  "each flip (credit_spearman, credit_sign in the last line)")
   workers.add_flags(ap)
   a = ap.parse_args(argv)
   workers.apply_flags(a)
@@ -39,7 +42,9 @@ def main(argv=None):
                             user_path(a.output), split=a.split, max_probes=a.max_probes,
                             random_fraction=a.random_fraction, anchors=a.anchors,
                             max_modules=a.max_modules, jobs=a.jobs, timeout=a.timeout,
-                            seed=a.seed)
+                            seed=a.seed,
+                            credit_model=str(user_path(a.credit_model)) if a.credit_model
+                            else None)
   return 0 if s["modules"] or not s["failed"] else 1
 
 

@@ -77,15 +77,19 @@ def probe_budget(decisions: int, max_probes: int) -> int:
 
 
 def probe_module(module, spec: dict, weights: dict, max_probes: int, random_fraction: float,
-                 anchors: int, llvm_version: int, timeout: float, seed: int):
+                 anchors: int, llvm_version: int, timeout: float, seed: int,
+                 annotator=None):
   """Runs in a worker: one greedy compile and its flip probes. Returns a dict of arrays
-  (or {"failed": reason} when the greedy compile itself fails)."""
+  (or {"failed": reason} when the greedy compile itself fails). With a credit annotator
+  (mlgo.credit), each probe also gets the credit's predicted size change of its flip
+  (`probe_predicted`: minus the decision's delta where the greedy compile inlined, NaN
+  where it did not): the measured flips then check the per-decision credit."""
   from mlgo import env, problems  # pylint: disable=import-outside-toplevel
   problem = problems.get_problem(spec["problem"])
   policy = policy_io.Policy(spec, weights, greedy=True)
   t0 = time.monotonic()
   base = env.compile_module(module, problem, policy, llvm_version=llvm_version,
-                            timeout=timeout)
+                            timeout=timeout, annotator=annotator)
   base_seconds = time.monotonic() - t0
   if not base.ok:
     return {"failed": f"greedy compile: {base.reason}"}
@@ -123,12 +127,41 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
       continue
     sizes[j] = float(r.reward["text_size"])
   take = rng.choice(n, size=min(anchors, n), replace=False) if n else np.zeros(0, np.int64)
-  return {"module": module.name, "language": getattr(module, "language", ""),
+  predicted = np.full(len(pos), np.nan)
+  deltas = (base.annotations or {}).get("decision_delta")
+  if deltas and len(deltas[0]) == n:
+    d = np.asarray(deltas[0], np.float64)[pos]
+    predicted = np.where(actions[pos] == 1, -d, np.nan)
+  return {"probe_predicted": predicted,"module": module.name, "language": getattr(module, "language", ""),
           "base_size": float(base.reward["text_size"]), "decisions": n,
           "base_seconds": base_seconds, "positions": pos, "margins": margins[pos],
           "probe_features": feats[pos], "probe_actions": actions[pos], "probe_sizes": sizes,
           "mismatch": mismatch, "anchor_features": feats[take], "anchor_actions": actions[take],
           "failures": failures}
+
+
+def credit_agreement(store) -> dict:
+  """How well the credit's predicted flip effects match the measured ones, over the
+  probes of inlined decisions: Spearman rank correlation and how often the sign agrees
+  (among probes that changed the size)."""
+  from mlgo.ir2native import model as model_lib  # pylint: disable=import-outside-toplevel
+  pred, real = [], []
+  for sh in store.shards():
+    if "probe_predicted" not in sh:
+      continue
+    base = sh["base_size"][sh["probe_module"]]
+    d = sh["probe_sizes"] - base
+    ok = np.isfinite(d) & np.isfinite(sh["probe_predicted"]) & ~sh["mismatch"]
+    pred.append(sh["probe_predicted"][ok])
+    real.append(d[ok])
+  if not pred or not sum(len(p) for p in pred):
+    return {"credit_probes": 0}
+  pred, real = np.concatenate(pred), np.concatenate(real)
+  moved = real != 0
+  return {"credit_probes": int(len(real)),
+          "credit_spearman": round(model_lib.spearman(pred, real), 3),
+          "credit_sign": round(float(np.mean(np.sign(pred[moved]) == np.sign(real[moved])))
+                               if moved.any() else float("nan"), 3)}
 
 
 class ProbeStore:
@@ -162,6 +195,8 @@ class ProbeStore:
     arrays, owner = {}, []
     for key in ("positions", "margins", "probe_actions", "probe_sizes", "mismatch"):
       arrays[key] = np.concatenate([r[key] for r in self.pending])
+    arrays["probe_predicted"] = np.concatenate(
+        [r.get("probe_predicted", np.full(len(r["positions"]), np.nan)) for r in self.pending])
     arrays["probe_features"] = np.concatenate([r["probe_features"] for r in self.pending])
     arrays["anchor_features"] = np.concatenate([r["anchor_features"] for r in self.pending])
     arrays["anchor_actions"] = np.concatenate([r["anchor_actions"] for r in self.pending])
@@ -203,9 +238,11 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
                  max_probes: int = 16, random_fraction: float = 0.25, anchors: int = 200,
                  max_modules: int | None = None, jobs: int | None = None,
                  timeout: float = 300.0, seed: int = 0, pool: str | None = None,
-                 stream=sys.stderr) -> dict:
+                 credit_model: str | None = None, stream=sys.stderr) -> dict:
   """Probes every module of `split` (or a seeded sample of `max_modules`) with the
-  greedy policy of `policy_dir`. Failed or hung compiles are skipped and counted."""
+  greedy policy of `policy_dir`. Failed or hung compiles are skipped and counted.
+  credit_model: an IR2Native model dir; the probes then also measure how well its
+  per-decision credit predicts each flip (stats "credit_spearman", "credit_sign")."""
   from mlgo import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
   from mlgo.util.progress import Progress  # pylint: disable=import-outside-toplevel
   from mlgo.workers import make_pool  # pylint: disable=import-outside-toplevel
@@ -215,6 +252,12 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
     raise ValueError(f"{policy_dir}: rollout probes support the inlining problems, "
                      f"not {policy.problem!r}")
   store = ProbeStore(output, policy.input_names, policy_dir)
+  annotator = None
+  if credit_model:
+    from mlgo import credit  # pylint: disable=import-outside-toplevel
+    from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
+    annotator = credit.make_annotator("ir2native", credit_model,
+                                      problems_lib.get_problem(policy.problem))
   modules = corpus.split(split) if split != "all" else list(corpus.modules)
   if not modules:
     raise ValueError(f"{corpus_dir}: no modules in split {split!r}")
@@ -234,7 +277,7 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   with make_pool(pool, jobs) as p:
     for m in todo:
       p.submit(probe_module, m, policy.spec, policy.arch.w, max_probes, random_fraction,
-               anchors, corpus.llvm_version, timeout, seed)
+               anchors, corpus.llvm_version, timeout, seed, annotator)
     for r in p.results():
       name = r.item[0].name
       if not r.ok or "failed" in (r.value or {}):
@@ -265,6 +308,8 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   store.save()  # the failures, also when nothing was left to flush
   prog.close()
   stats["seconds"] = time.monotonic() - t0
+  if annotator is not None:
+    stats.update(credit_agreement(store))
   print("rollout probes: " + " ".join(f"{k}={v if isinstance(v, int) else round(v, 1)}"
                                       for k, v in stats.items()), file=stream)
   return stats

@@ -147,3 +147,22 @@ def test_missing_remarks_land_in_annotations_error():
   assert res.ok and res.decisions == 14
   assert list(res.annotations) == ["error"]
   assert "credit-remarks.yaml" in res.annotations["error"]
+
+
+def test_probes_measure_the_credit(model_dir, tmp_path):
+  """Rollout probes with a credit model: each probe of an inlined decision carries the
+  credit's predicted flip effect (minus its delta), the others NaN, and the stats say how
+  well the predictions rank the measured changes."""
+  from mlgo.training import rollouts
+  policy = lib.data_path("models/inlining_oz_ir2vec")
+  stats = rollouts.probe_corpus(lib.shared_corpus().path, policy, tmp_path / "probes",
+                                max_probes=40, jobs=1, credit_model=model_dir)
+  assert stats["modules"] == 2 and stats["failed"] == 0
+  store = rollouts.ProbeStore(tmp_path / "probes")
+  (sh,) = list(store.shards())
+  inl = sh["probe_actions"] == 1
+  assert inl.any() and (~inl).any()
+  assert np.isnan(sh["probe_predicted"][~inl]).all()
+  assert np.isfinite(sh["probe_predicted"][inl]).all()
+  assert stats["credit_probes"] == int((inl & np.isfinite(sh["probe_sizes"])).sum()) > 0
+  assert -1.0 <= stats["credit_spearman"] <= 1.0
