@@ -394,7 +394,7 @@ class Trainer:
   def validate(self, weights):
     """Greedy policy on the validation modules: (change vs default in %, CPU seconds)."""
     return selection.validate(self.problem, self.corpus, self.validation_set(), self.spec,
-                              weights, self.state["default_scores"], self.cfg)
+                              weights, self.state["default_scores"], self.cfg, self.state)
 
   def iteration(self):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel

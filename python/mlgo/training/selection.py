@@ -20,21 +20,33 @@ from mlgo.workers import make_pool
 
 
 def validation_set(train_modules, state: dict, cfg) -> list:
-  """A fixed seeded sample of training modules with decisions and a known default."""
+  """A seeded sample of training modules, chosen once and kept in the state, so every
+  validation of a run (the warm start's included) scores the same modules. Modules known
+  to have no decisions, or more than max_module_decisions, are left out; a module whose
+  default is not known yet gets it compiled by the first validation (validate)."""
+  by_name = {m.name: m for m in train_modules}
+  chosen = state.get("validation_set")
+  if chosen is not None:
+    return [by_name[n] for n in chosen if n in by_name]
   nd = state.get("decisions", {})
   cap = cfg.max_module_decisions or float("inf")
-  have_default = set(state.get("default_modules", []))
-  mods = [m for m in train_modules if 0 < nd.get(m.name, 0) <= cap and m.name in have_default]
+  mods = [m for m in train_modules if 0 < nd.get(m.name, 1) <= cap]
   rng = np.random.default_rng(cfg.seed + 12345)
   k = min(cfg.validation_modules, len(mods))
-  return [mods[i] for i in sorted(rng.choice(len(mods), size=k, replace=False))]
+  out = [mods[i] for i in sorted(rng.choice(len(mods), size=k, replace=False))]
+  state["validation_set"] = [m.name for m in out]
+  return out
 
 
-def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores: dict, cfg):
-  """(change vs default in % by cfg.validation_metric, compile CPU seconds)."""
+def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores: dict, cfg,
+             state: dict | None = None):
+  """(change vs default in % by cfg.validation_metric, compile CPU seconds). Modules
+  without a known default (state["default_modules"]) get the default compiled first; its
+  scores are added to default_scores (and the module to the state's default_modules)."""
   ref = (spec, weights, True)
   pol = dft = cpu = 0.0
   ratios = []
+  have_default = set(state.get("default_modules", [])) if state is not None else None
   # The default's keys of each validation module, grouped once (not scanned per result).
   names = {m.name for m in modules}
   keys_of = {}
@@ -47,12 +59,19 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
   with make_pool(cfg.pool, cfg.jobs) as pool:
     for m in modules:
       pool.submit(work.compile_one, m, problem.name, ref, None, corpus.llvm_version,
-                  cfg.compile_timeout, False)
+                  cfg.compile_timeout, have_default is not None and m.name not in have_default)
     for r in pool.results():
       cpu += r.seconds
       if not (r.ok and r.value[0].ok):
         continue   # a failed module is left out of both totals
       name = r.item[0].name
+      dres = r.value[1]
+      if dres is not None and dres.ok:
+        state.setdefault("default_modules", []).append(name)
+        state.setdefault("decisions", {})[name] = int(dres.decisions or 0)
+        for k, d in problem.scores(name, dres.reward).items():
+          default_scores[k] = d
+          keys_of.setdefault(name, []).append((k, d))
       scores = problem.scores(name, r.value[0].reward)
       p_m = d_m = 0.0
       for k, d in keys_of.get(name, ()):

@@ -57,3 +57,23 @@ def test_unknown_metric_is_an_error(setup):
   cfg = ppo.PPOConfig(validation_metric="median", jobs=2)
   with pytest.raises(ValueError, match="validation_metric"):
     selection.validate(problem, c, c.modules[:1], pol.spec, pol.arch.w, default, cfg)
+
+
+def test_validation_set_is_fixed_and_fills_in_missing_defaults(setup):
+  """The validation set is chosen once (also before any default is known, e.g. a warm
+  start without a trace) and kept; the first validation compiles the defaults it lacks,
+  giving the same figure as with every default known up front."""
+  c, problem, pol, default, _ = setup
+  cfg = ppo.PPOConfig(validation_modules=3, jobs=2, seed=1)
+  state = {}
+  first = selection.validation_set(c.modules, state, cfg)
+  assert len(first) == 3 and state["validation_set"] == [m.name for m in first]
+  # Later knowledge (decision counts, defaults) does not move the set.
+  state["decisions"] = {m.name: 0 for m in c.modules}
+  assert selection.validation_set(c.modules, state, cfg) == first
+  scores = {}
+  val, _ = selection.validate(problem, c, first, pol.spec, pol.arch.w, scores, cfg, state)
+  assert sorted(state["default_modules"]) == sorted(m.name for m in first)
+  assert scores == {k: v for k, v in default.items() if problem.module_of(k) in state["default_modules"]}
+  want, _ = selection.validate(problem, c, first, pol.spec, pol.arch.w, default, cfg)
+  assert val == pytest.approx(want) and val == val
