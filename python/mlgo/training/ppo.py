@@ -3,8 +3,8 @@
 One iteration: sample modules of the training split, compile them in parallel with the
 current stochastic policy (numpy sampler built from the exported weights, never TF per
 decision), score each module (or function) against a per-key moving-average baseline,
-credit every decision of a trajectory with its key's reward, then run PPO epochs on the
-decisions. Every iteration writes a policy dir and an atomic checkpoint (networks,
+credit every decision of a trajectory with its key's reward (plus, with a credit model,
+its own estimated share: mlgo.credit), then run PPO epochs on the decisions. Every iteration writes a policy dir and an atomic checkpoint (networks,
 optimizer, baselines, iteration, RNG state), so killing the trainer loses at most the
 iteration in flight; running the same command again resumes.
 
