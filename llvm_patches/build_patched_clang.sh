@@ -186,5 +186,11 @@ T3=$(date +%s)
   echo "configure_seconds=$((T2 - T1))"
   echo "build_seconds=$((T3 - T2)) jobs=$JOBS nproc=$(nproc)"
   echo "compiles=$(ninja -C "$WORKDIR/build" -t commands clang llc opt | grep -c ' -c ')"
+  # A build resumed over several runs: build_seconds is the last run's wall time; the
+  # step total (each step's last recorded duration in ninja's log, summed; about the
+  # CPU seconds of one core per step) covers them all.
+  awk '!/^#/ {d[$4] = $2 - $1} END {for (t in d) {s += d[t]; n++};
+       printf "steps_logged=%d step_seconds_total=%.0f\n", n, s / 1000}' \
+      "$WORKDIR/build/.ninja_log"
 } | tee "$WORKDIR/build_times.txt"
 echo "built: $WORKDIR/build/bin/clang (use -mllvm -enable-ml-inliner=release)"
