@@ -149,3 +149,20 @@ def executed_fraction(rows, profile, obj: str) -> float:
   ir = profile.column("Ir")
   total = sum(int(c[ir]) for (o, _), c in profile.costs.items() if o == obj)
   return float(np.sum([r["Ir"] for r in rows])) / total if total else 0.0
+
+
+def profile_run(exe, args, cwd, out_file, timeout: float = 3600.0):
+  """Runs `exe args` under callgrind (per-instruction costs, cache and branch
+  simulation); returns (stdout bytes, parsed profile)."""
+  import shutil  # pylint: disable=import-outside-toplevel
+  from mlgo.profiles import callgrind  # pylint: disable=import-outside-toplevel
+  vg = shutil.which("valgrind")
+  if not vg:
+    raise RuntimeError("valgrind not found; `apt-get install valgrind`")
+  r = subprocess.run([vg, "--tool=callgrind", "--dump-instr=yes", "--cache-sim=yes",
+                      "--branch-sim=yes", f"--callgrind-out-file={out_file}", str(exe)]
+                     + list(args), cwd=cwd, capture_output=True, timeout=timeout)
+  if r.returncode != 0:
+    raise RuntimeError(f"{exe} exited with {r.returncode} under callgrind: "
+                       f"{r.stderr.decode('utf-8', 'replace')[-500:]}")
+  return r.stdout, callgrind.parse(out_file)
