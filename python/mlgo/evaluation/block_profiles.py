@@ -11,14 +11,12 @@ gives the rows of the other allocation of the same functions.
 Output: <out>/<program>/<variant>/blocks.jsonl and <out>/summary.json; a program whose
 rows exist is not rebuilt (resumable).
 """
-import dataclasses
 import json
 import pathlib
 import sys
 
 from mlgo.evaluation import runtime_check as rc
 from mlgo.profiles import blocks as blocks_lib
-from mlgo.util import cli
 
 
 def block_cycles(row: dict) -> int:
@@ -27,13 +25,10 @@ def block_cycles(row: dict) -> int:
 
 def collect(problem: str, out_dir, *, policy_dir=None, programs=None, jobs: int = 2,
             llvm_version: int = 22, stream=sys.stderr) -> dict:
-  from mlgo.corpus import source_tree, sources  # pylint: disable=import-outside-toplevel
   from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
-  inp, script = out / "input.txt", out / "bench.lua"
-  rc.make_input(inp)
-  script.write_text(rc.LUA_SCRIPT)
+  inp, script = rc.write_workload(out)
   variants = [("default", None, None)]
   if policy_dir:
     pol = policy_io.load_policy(policy_dir)
@@ -44,12 +39,7 @@ def collect(problem: str, out_dir, *, policy_dir=None, programs=None, jobs: int 
   for prog in rc.PROGRAMS:
     if programs and prog.name not in programs:
       continue
-    src = sources.fetch_source(prog.package, cli.mlgo_home() / "sources")
-    gen = out / prog.name / "gen"
-    gen.mkdir(parents=True, exist_ok=True)
-    for hname, text in source_tree.PACKAGE_HEADERS.get(prog.package, {}).items():
-      (gen / hname).write_text(text)
-    prog = dataclasses.replace(prog, cflags=prog.cflags + [f"-I{gen}"])
+    prog, src = rc.prepare_program(prog, out)
     for variant, spec, w in variants:
       vdir = out / prog.name / variant
       rows_path = vdir / "blocks.jsonl"
@@ -59,7 +49,7 @@ def collect(problem: str, out_dir, *, policy_dir=None, programs=None, jobs: int 
         print(f"block_profiles: building {prog.name} ({variant})", file=stream, flush=True)
         exe = rc.build_program(prog, src, vdir, problem, spec, w, jobs=jobs,
                                llvm_version=llvm_version)
-        args = [a.format(input=str(inp), script=str(script)) for a in prog.args]
+        args = rc.program_args(prog, inp, script)
         print(f"block_profiles: running {prog.name} ({variant}) under callgrind",
               file=stream, flush=True)
         _, prof = blocks_lib.profile_run(exe, args, out, vdir / "callgrind.out")

@@ -199,35 +199,51 @@ def metrics(ev: dict) -> dict:
           "cycles": cycles}
 
 
+def write_workload(out: pathlib.Path):
+  """The programs' inputs under `out`: (text input, lua script)."""
+  inp = out / "input.txt"
+  make_input(inp)
+  script = out / "bench.lua"
+  script.write_text(LUA_SCRIPT)
+  return inp, script
+
+
+def program_args(prog: Program, inp, script) -> list:
+  return [a.format(input=str(inp), script=str(script)) for a in prog.args]
+
+
+def prepare_program(prog: Program, out: pathlib.Path):
+  """(prog with its generated-header dir in cflags, source root): the package's Debian
+  source (fetched once) and the headers a Debian build generates first (e.g. lua's
+  multiarch header) under out/<program>/gen."""
+  from mlgo.corpus import source_tree, sources  # pylint: disable=import-outside-toplevel
+  src = sources.fetch_source(prog.package, cli.mlgo_home() / "sources")
+  gen = out / prog.name / "gen"
+  gen.mkdir(parents=True, exist_ok=True)
+  for hname, text in source_tree.PACKAGE_HEADERS.get(prog.package, {}).items():
+    (gen / hname).write_text(text)
+  return dataclasses.replace(prog, cflags=prog.cflags + [f"-I{gen}"]), src
+
+
 def run(problem: str, policy_dir, out_dir, *, programs=None, jobs: int = 2,
         llvm_version: int = 22, stream=sys.stderr) -> list:
-  from mlgo.corpus import source_tree, sources  # pylint: disable=import-outside-toplevel
   pol = policy_io.load_policy(policy_dir)
   if pol.problem != problem:
     raise ValueError(f"{policy_dir}: policy is for {pol.problem}, not {problem}")
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
-  inp = out / "input.txt"
-  make_input(inp)
-  script = out / "bench.lua"
-  script.write_text(LUA_SCRIPT)
+  inp, script = write_workload(out)
   rows = []
   for prog in PROGRAMS:
     if programs and prog.name not in programs:
       continue
-    src = sources.fetch_source(prog.package, cli.mlgo_home() / "sources")
-    # Headers a Debian build generates first (e.g. lua's multiarch header).
-    gen = out / prog.name / "gen"
-    gen.mkdir(parents=True, exist_ok=True)
-    for hname, text in source_tree.PACKAGE_HEADERS.get(prog.package, {}).items():
-      (gen / hname).write_text(text)
-    prog = dataclasses.replace(prog, cflags=prog.cflags + [f"-I{gen}"])
+    prog, src = prepare_program(prog, out)
     res = {}
     for variant, spec, w in (("default", None, None), ("policy", pol.spec, pol.arch.w)):
       print(f"runtime_check: building {prog.name} ({variant})", file=stream, flush=True)
       exe = build_program(prog, src, out / prog.name / variant, problem, spec, w, jobs=jobs,
                           llvm_version=llvm_version)
-      args = [a.format(input=str(inp), script=str(script)) for a in prog.args]
+      args = program_args(prog, inp, script)
       print(f"runtime_check: running {prog.name} ({variant}) under cachegrind", file=stream,
             flush=True)
       stdout, ev = cachegrind(exe, args, out, out / prog.name / f"cachegrind.{variant}")
