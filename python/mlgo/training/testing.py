@@ -1,10 +1,24 @@
-"""Helpers for tests: a tiny real corpus compiled from a few source files."""
+"""Helpers for tests: test data files, a tiny real corpus compiled from a few source files."""
 import os
 import pathlib
 
 from mlgo import corpus as corpus_lib
 from mlgo.corpus import build
 from mlgo.util import toolchain
+
+
+def data_path(rel: str) -> str:
+  """A file of the checkout (e.g. testdata/programs/calls.c), from Bazel's runfiles under
+  `bazel test` or from the source tree."""
+  cands = []
+  srcdir = os.environ.get("TEST_SRCDIR")
+  if srcdir:
+    cands.append(pathlib.Path(srcdir) / os.environ.get("TEST_WORKSPACE", "mlgo") / rel)
+  cands.append(pathlib.Path(__file__).resolve().parents[3] / rel)
+  for c in cands:
+    if c.exists():
+      return str(c)
+  raise FileNotFoundError(f"{rel} not found in {[str(c) for c in cands]}")
 
 
 def make_tiny_corpus(out_dir, sources, llvm_version: int = toolchain.DEFAULT_LLVM_VERSION,

@@ -1,23 +1,14 @@
 """Shared helpers of the environment tests: data paths, module builders, leak checks."""
 import functools
 import os
-import pathlib
 import tempfile
 
 from mlgo import env
+from mlgo.training import testing
 
 
 def data_path(rel: str) -> str:
-  """A testdata file, from Bazel's runfiles or the source tree."""
-  cands = []
-  srcdir = os.environ.get("TEST_SRCDIR")
-  if srcdir:
-    cands.append(pathlib.Path(srcdir) / os.environ.get("TEST_WORKSPACE", "mlgo") / rel)
-  cands.append(pathlib.Path(__file__).resolve().parents[3] / rel)
-  for c in cands:
-    if c.exists():
-      return str(c)
-  raise FileNotFoundError(f"{rel} not found in {[str(c) for c in cands]}")
+  return testing.data_path(rel)
 
 
 def program(name: str) -> str:

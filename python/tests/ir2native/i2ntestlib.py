@@ -2,7 +2,6 @@
 and a small model fitted on them (all with the real clang-22)."""
 import functools
 import os
-import pathlib
 import tempfile
 
 from mlgo import corpus as corpus_lib
@@ -18,16 +17,7 @@ STATE_WIDTH = 20   # 2 scalars + 18 embedding dimensions
 
 
 def data_path(rel: str) -> str:
-  """A testdata file, from Bazel's runfiles or the source tree."""
-  cands = []
-  srcdir = os.environ.get("TEST_SRCDIR")
-  if srcdir:
-    cands.append(pathlib.Path(srcdir) / os.environ.get("TEST_WORKSPACE", "mlgo") / rel)
-  cands.append(pathlib.Path(__file__).resolve().parents[3] / rel)
-  for c in cands:
-    if c.exists():
-      return str(c)
-  raise FileNotFoundError(f"{rel} not found in {[str(c) for c in cands]}")
+  return testing.data_path(rel)
 
 
 def program(name: str) -> str:

@@ -1,6 +1,5 @@
 """mlgo.profiles: the callgrind parser on a recorded profile and on bad input, and the
 block matching of a live profile of a real program built by clang-22."""
-import os
 import pathlib
 import shutil
 import subprocess
@@ -8,16 +7,13 @@ import subprocess
 import pytest
 
 from mlgo.profiles import blocks, callgrind
+from mlgo.training import testing
 
 HERE = pathlib.Path(__file__).resolve().parent
 
 
 def _data(rel):
-  for base in (os.environ.get("TEST_SRCDIR", ""), ):
-    p = pathlib.Path(base) / os.environ.get("TEST_WORKSPACE", "mlgo") / rel
-    if base and p.exists():
-      return p
-  return HERE.parents[2] / rel
+  return pathlib.Path(testing.data_path(rel))
 
 
 RECORDED = _data("testdata/profiles/pressure.callgrind")
