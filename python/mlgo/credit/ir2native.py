@@ -11,11 +11,9 @@ model's total over the functions the object holds, against their real total, sca
 delta (k = real / predicted, clipped to [0.5, 2]), so a module the model under- or
 over-sizes does not weigh more or less than its bytes.
 """
-import os
 
 import numpy as np
 
-from mlgo.env import inline_remarks
 from mlgo.ir2native import model as model_lib
 from mlgo.ir2native import states as states_lib
 from mlgo.util import toolchain
@@ -42,15 +40,12 @@ class Annotator:
     return cls(model_lib.SizeModel.load(model_path))
 
   def flags(self, tmpdir):
-    return ["-opt-record-file", os.path.join(tmpdir, "credit-remarks.yaml"),
-            "-opt-record-passes", "inline"]
+    return states_lib.annotator_flags(tmpdir)
 
   def annotate(self, outputs, trajectories):
     deltas, ks = [], []
     sizes = toolchain.function_sizes(outputs["object"])
-    remarks = inline_remarks.parse(os.path.join(outputs["tmpdir"], "credit-remarks.yaml"))
-    for t in trajectories:
-      stream = states_lib.Stream.of(t.features, t.actions, remarks, where="credit")
+    for stream in states_lib.streams(outputs, trajectories, where="credit"):
       delta, k = self.decision_deltas(stream, sizes)
       deltas.append(delta.astype(np.float32))
       ks.append(k)

@@ -55,6 +55,11 @@ def _unquote(v: str) -> str:
   return v
 
 
+def clang_flags(path: str) -> list:
+  """clang cc1 flags that write the inliner's remarks to `path` (YAML)."""
+  return ["-opt-record-file", str(path), "-opt-record-passes", "inline"]
+
+
 def parse(path: str) -> list:
   """Inline-pass remarks of a YAML remarks file, in file order (= decision order)."""
   try:

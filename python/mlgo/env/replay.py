@@ -83,7 +83,7 @@ def explain_mismatch(module, llvm_version: int, timeout: float, workdir: str) ->
   """Why a default replay differs from the plain compile, from the inliner's remarks of
   both compiles (see mlgo.env.inline_remarks)."""
   files = {k: os.path.join(workdir, f"{k}.remarks.yaml") for k in ("plain", "replay")}
-  flags = lambda k: ["-opt-record-file", files[k], "-opt-record-passes", "inline"]
+  flags = lambda k: inline_remarks.clang_flags(files[k])
   try:
     res = core.compile_module(module, "inlining", DefaultPolicy("inlining"),
                               llvm_version=llvm_version, timeout=timeout,

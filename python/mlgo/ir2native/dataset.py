@@ -30,7 +30,7 @@ import tempfile
 
 import numpy as np
 
-from mlgo.env import core, inline_remarks, policies
+from mlgo.env import core, policies
 from mlgo.ir2native import states as states_lib
 from mlgo.util import toolchain
 from mlgo.util.progress import Progress
@@ -65,16 +65,12 @@ class StateAnnotator:
   per-function sizes; returns each function's end state and native size."""
 
   def flags(self, tmpdir):
-    return ["-opt-record-file", os.path.join(tmpdir, "inline-remarks.yaml"),
-            "-opt-record-passes", "inline"]
+    return states_lib.annotator_flags(tmpdir)
 
   def annotate(self, outputs, trajectories):
     sizes = toolchain.function_sizes(outputs["object"])
     ends = {}
-    if trajectories:
-      t = trajectories[0]
-      remarks = inline_remarks.parse(os.path.join(outputs["tmpdir"], "inline-remarks.yaml"))
-      stream = states_lib.Stream.of(t.features, t.actions, remarks)
+    for stream in states_lib.streams(outputs, trajectories[:1]):
       ends = stream.end_states()
     return {"sizes": sizes,
             "ends": {f: (s.tolist(), src) for f, (s, src) in ends.items()}}

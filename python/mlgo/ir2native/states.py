@@ -16,6 +16,7 @@ none). A function that was never a caller ends inlining as it was last seen as a
 (callees are offered after their own SCC was inlined and simplified).
 """
 import dataclasses
+import os
 
 import numpy as np
 
@@ -35,6 +36,23 @@ class Decision:
   callee: str
   inlined: bool
   deleted: bool    # the callee was deleted after this inline (its last use)
+
+
+REMARKS_FILE = "inline-remarks.yaml"
+
+
+def annotator_flags(tmpdir) -> list:
+  """The compiler flags of an annotator (mlgo.env.compile_module) that reads streams:
+  the inliner's remarks into the compile's temp dir."""
+  return inline_remarks.clang_flags(os.path.join(tmpdir, REMARKS_FILE))
+
+
+def streams(outputs: dict, trajectories, where: str = "") -> list:
+  """One Stream per trajectory of a compile made with annotator_flags."""
+  if not trajectories:
+    return []
+  remarks = inline_remarks.parse(os.path.join(outputs["tmpdir"], REMARKS_FILE))
+  return [Stream.of(t.features, t.actions, remarks, where) for t in trajectories]
 
 
 def state_fields(embedding_dim: int) -> list:

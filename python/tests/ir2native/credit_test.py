@@ -146,7 +146,7 @@ def test_missing_remarks_land_in_annotations_error():
                            env.DefaultPolicy(), llvm_version=lib.LLVM, annotator=a)
   assert res.ok and res.decisions == 14
   assert list(res.annotations) == ["error"]
-  assert "credit-remarks.yaml" in res.annotations["error"]
+  assert "inline-remarks.yaml" in res.annotations["error"]
 
 
 def test_probes_measure_the_credit(model_dir, tmp_path):
