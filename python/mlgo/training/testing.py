@@ -1,6 +1,8 @@
 """Helpers for tests: test data files, a tiny real corpus compiled from a few source files."""
+import functools
 import os
 import pathlib
+import tempfile
 
 from mlgo import corpus as corpus_lib
 from mlgo.corpus import build
@@ -19,6 +21,19 @@ def data_path(rel: str) -> str:
     if c.exists():
       return str(c)
   raise FileNotFoundError(f"{rel} not found in {[str(c) for c in cands]}")
+
+
+def program(name: str) -> str:
+  """A project-written test program (testdata/programs/NAME)."""
+  return data_path(f"testdata/programs/{name}")
+
+
+@functools.lru_cache(maxsize=None)
+def process_workdir(prefix: str) -> str:
+  """A directory for built files, shared by the tests of one process (under Bazel's
+  TEST_TMPDIR when set)."""
+  base = os.environ.get("TEST_TMPDIR") or tempfile.gettempdir()
+  return tempfile.mkdtemp(prefix=prefix, dir=base)
 
 
 def make_tiny_corpus(out_dir, sources, llvm_version: int = toolchain.DEFAULT_LLVM_VERSION,

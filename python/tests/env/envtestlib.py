@@ -1,7 +1,6 @@
 """Shared helpers of the environment tests: data paths, module builders, leak checks."""
 import functools
 import os
-import tempfile
 
 from mlgo import env
 from mlgo.training import testing
@@ -12,19 +11,12 @@ def data_path(rel: str) -> str:
 
 
 def program(name: str) -> str:
-  return data_path(f"testdata/programs/{name}")
-
-
-_WORK = None
+  return testing.program(name)
 
 
 def workdir() -> str:
   """A directory for built bitcode, shared by the tests of one process."""
-  global _WORK
-  if _WORK is None:
-    base = os.environ.get("TEST_TMPDIR") or tempfile.gettempdir()
-    _WORK = tempfile.mkdtemp(prefix="envtest-", dir=base)
-  return _WORK
+  return testing.process_workdir("envtest-")
 
 
 @functools.lru_cache(maxsize=None)

@@ -2,7 +2,6 @@
 and a small model fitted on them (all with the real clang-22)."""
 import functools
 import os
-import tempfile
 
 from mlgo import corpus as corpus_lib
 from mlgo import env
@@ -21,19 +20,12 @@ def data_path(rel: str) -> str:
 
 
 def program(name: str) -> str:
-  return data_path(f"testdata/programs/{name}")
-
-
-_WORK = None
+  return testing.program(name)
 
 
 def workdir() -> str:
   """A directory for built files, shared by the tests of one process."""
-  global _WORK
-  if _WORK is None:
-    base = os.environ.get("TEST_TMPDIR") or tempfile.gettempdir()
-    _WORK = tempfile.mkdtemp(prefix="i2ntest-", dir=base)
-  return _WORK
+  return testing.process_workdir("i2ntest-")
 
 
 @functools.lru_cache(maxsize=None)
