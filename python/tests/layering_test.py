@@ -7,7 +7,7 @@ import pathlib
 import mlgo
 
 # Lowest first; a package may import only packages listed before it.
-LAYERS = ["util", "log", "workers", "corpus", "policy", "problems", "env", "profiles", "ir2native",
+LAYERS = ["util", "log", "workers", "corpus", "policy", "profiles", "problems", "env", "ir2native",
           "credit", "evaluation", "export", "training"]
 
 

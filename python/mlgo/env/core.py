@@ -87,6 +87,9 @@ def _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags, default_p
     flags = [f"-load={tracer_lib.plugin_path(llvm_version)}"] + flags + [
         f"{problem.tracer.log_option}={trace_log}"]
   flags += list(extra_flags)
+  if problem.reward_flags:
+    flags += (list(problem.reward_flags) if problem.tool == "llc" else
+              [x for f in problem.reward_flags for x in ("-mllvm", f)])
   remarks = None
   if problem.remarks_filter:
     remarks = os.path.join(tmp, "remarks.yaml")

@@ -34,6 +34,7 @@ from mlgo.util.toolchain import toolchain
 from mlgo.util.files import write_json_atomic
 
 PREPARE_VERSION = 1
+BASELINE_REWARD = "remarks"   # PreparedModule.baseline: regalloc_eviction's reward
 
 
 @dataclasses.dataclass

@@ -15,6 +15,7 @@ import json
 import pathlib
 import sys
 
+from mlgo import problems as problems_lib
 from mlgo.evaluation import runtime_check as rc
 from mlgo.profiles import blocks as blocks_lib
 
@@ -32,7 +33,7 @@ def collect(problem: str, out_dir, *, policy_dir=None, programs=None, jobs: int 
   variants = [("default", None, None)]
   if policy_dir:
     pol = policy_io.load_policy(policy_dir)
-    if pol.problem != problem:
+    if not problems_lib.same_decisions(pol.problem, problem):
       raise ValueError(f"{policy_dir}: policy is for {pol.problem}, not {problem}")
     variants.append(("policy", pol.spec, pol.arch.w))
   summary = {}

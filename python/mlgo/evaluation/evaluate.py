@@ -204,7 +204,14 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
     ref, policy_name = "default", "default"
   else:
     ref = work.policy_ref(str(policy), greedy=True)
-    if problems_lib.get_problem(ref[0]["problem"]).variant_of == problem_name:
+    if ref[0]["problem"] != problem_name and problems_lib.same_decisions(ref[0]["problem"],
+                                                                         problem_name):
+      # Same decisions, another reward (e.g. an eviction policy trained on the
+      # performance model): it runs as it is, scored by the reward asked for.
+      print(f"evaluate: {policy} is an {ref[0]['problem']} policy; scoring it as "
+            f"{problem_name}", file=sys.stderr)
+      ref[0]["problem"] = problem_name
+    elif problems_lib.get_problem(ref[0]["problem"]).variant_of == problem_name:
       # A variant (same decisions and reward, more features, e.g. inlining_ir2vec of
       # inlining): run it as the policy needs; the default side is the same.
       print(f"evaluate: {policy} is an {ref[0]['problem']} policy; evaluating as "

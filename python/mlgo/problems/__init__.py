@@ -14,7 +14,7 @@ file), registered in the table below.
 
 Registered: "inlining" and "inlining_ir2vec" (inlining.py; the variant also sends the
 callee's and caller's instruction mix, ir2vec.py), "regalloc_eviction" and "regalloc_priority"
-(regalloc.py). Each module's docstring documents its reward precisely.
+(regalloc.py), and their "_perf" variants scored by the learned performance model. Each module's docstring documents its reward precisely.
 """
 from mlgo.problems.base import ActionSpec, Problem, ProblemError
 from mlgo.problems import inlining as _inlining
@@ -25,6 +25,11 @@ _REGISTRY = {
     "inlining_ir2vec": lambda: _inlining.make_problem(with_ir2vec=True),
     "regalloc_eviction": _regalloc.make_eviction_problem,
     "regalloc_priority": _regalloc.make_priority_problem,
+    # The same decisions scored by the learned performance model (regalloc.py).
+    "regalloc_eviction_perf": lambda: _regalloc.with_perf_reward(
+        _regalloc.make_eviction_problem()),
+    "regalloc_priority_perf": lambda: _regalloc.with_perf_reward(
+        _regalloc.make_priority_problem()),
 }
 _CACHE: dict = {}
 
@@ -44,4 +49,15 @@ def get_problem(name: str) -> Problem:
   return _CACHE[name]
 
 
-__all__ = ["ActionSpec", "Problem", "ProblemError", "get_problem", "problem_names"]
+def same_decisions(a, b) -> bool:
+  """Whether a policy of problem `a` can decide for problem `b`: the same channel,
+  features and action (a reward variant such as regalloc_eviction_perf of
+  regalloc_eviction), whatever reward each scores."""
+  a, b = get_problem(a), get_problem(b)
+  return (a.name == b.name or
+          (a.tool == b.tool and a.channel_option == b.channel_option and
+           a.features == b.features and a.action == b.action))
+
+
+__all__ = ["ActionSpec", "Problem", "ProblemError", "get_problem", "problem_names",
+           "same_decisions"]

@@ -49,7 +49,8 @@ class Problem:
     default_action(obs)        the decision DefaultPolicy answers for a prepared obs.
     validate(action, obs)      (action, corrected: bool): a valid action for obs.
     reward_fn(outputs)         the reward dict of a finished compile, from its object
-                               file and (remarks_filter set) its optimization remarks.
+                               file and (remarks_filter set) its optimization remarks;
+                               reward_flags are added to every compile for it.
     default_on_channel         True: DefaultPolicy on the channel is the compiler's own
                                default (inlining); False: it is only default-equivalent,
                                so the default's scores come from a compile without the
@@ -79,6 +80,9 @@ class Problem:
   default_description: str = ""
   reward_fn: Callable[[dict], dict] = None   # {"object", "remarks", "contexts"} -> reward
   remarks_filter: Optional[str] = None       # -pass-remarks-filter the reward needs
+  reward_name: str = "default"              # which reward reward_fn computes
+  reward_flags: Sequence[str] = ()           # other compiler flags the reward needs (every
+                                             # compile, with or without the channel)
   default_on_channel: bool = True
   tracer: Optional[Tracer] = None
   key: str = "module"
@@ -92,7 +96,8 @@ class Problem:
   score_name: str = "score"                       # "text" (bytes) or "cost" in reports
   random_fn: Optional[Callable] = None            # (obs, rng) -> a random valid action
   corpus_opt: str = "Oz"                          # the default corpus' -O level
-  variant_of: Optional[str] = None                # same decisions/reward, more features
+  variant_of: Optional[str] = None                # same decisions; more features or
+                                                  # another reward
 
   @property
   def feature_names(self) -> list[str]:

@@ -51,12 +51,26 @@ load-store weight. Unlike RegAllocScore this counts only allocator-introduced sp
 code (loads/stores the program had anyway are policy-independent) and no
 rematerializations (the remarks do not report them). A function without a remark has
 no spill code: cost 0. Reported as {"functions": {name: cost}, "total": sum}.
+
+Performance-model reward (the variants regalloc_eviction_perf, regalloc_priority_perf:
+same decisions, same features, another reward): llc also writes its basic-block address
+map with static block frequencies (mlgo.profiles.bbmap), and a function's cost is its
+estimated cycles per call,
+  cost(f) = sum over f's machine basic blocks b of rel_freq(b) * cycles(b),
+with cycles(b) the learned block cost model (mlgo.profiles.cost_model: instructions plus
+L1/LL miss and mispredict penalties predicted from the block's instruction mix, fitted
+on profiled runs of real programs). It sees everything the allocation changes in a
+block (spills, reloads, folded stack operands, copies, callee-saved pushes), at the
+cost the profiles measured, not fixed weights. The model is models/perf_model/
+cost_model.json of the checkout, or the file MLGO_PERF_MODEL names.
 """
+import dataclasses
 import re
 
 import numpy as np
 
 from mlgo.policy import architectures
+from mlgo.profiles import bbmap, blocks as blocks_lib, cost_model
 from mlgo.problems.base import ActionSpec, Problem, Tracer, first, spec
 
 N_COLUMNS = 33
@@ -177,6 +191,37 @@ def reward(outputs: dict) -> dict:
   return reward_from_remarks(text, [c for c in outputs.get("contexts", ()) if c])
 
 
+def perf_reward(outputs: dict) -> dict:
+  """The performance-model reward dict (module docstring) of a compile's object."""
+  try:
+    model = cost_model.load_cached()
+  except cost_model.ModelError as e:
+    raise ValueError(str(e)) from e
+  bl = blocks_lib.disassemble(outputs["object"])
+  if not any(b.rel_freq is not None for b in bl):
+    raise ValueError(f"{outputs['object']}: no basic-block address map with frequencies")
+  costs = {fn: 0.0 for fn in outputs.get("contexts", ()) if fn}
+  costs.update(model.function_costs(bl))
+  return {"functions": costs, "total": float(sum(costs.values()))}
+
+
+PERF_REWARD = dict(
+    reward_name="perf_model",
+    reward_fn=perf_reward,
+    reward_flags=bbmap.FLAGS_LLC,
+    remarks_filter=None,
+    reward_description="estimated cycles per call of each function: the learned block "
+                       "cost model (profiled real programs) weighted by llc's static "
+                       "block frequencies (lower is better)",
+)
+
+
+def with_perf_reward(problem: Problem) -> Problem:
+  """The same problem scored by the performance model (module docstring)."""
+  return dataclasses.replace(problem, name=problem.name + "_perf", variant_of=problem.name,
+                             **PERF_REWARD)
+
+
 def function_costs(reward_dict):
   return reward_dict["functions"]
 
@@ -197,6 +242,7 @@ _SHARED = dict(
     higher_is_better=False,
     prepare=_prepare_same,
     reward_fn=reward,
+    reward_name="remarks",
     remarks_filter=REMARKS_FILTER,
     default_on_channel=False,
     key="function",

@@ -26,7 +26,7 @@ import numpy as np
 
 from mlgo import credit as credit_lib
 from mlgo import problems as problems_lib
-from mlgo.env import work
+from mlgo.env import prepared, work
 from mlgo.training import bc, dataset, experience, networks, selection
 from mlgo.policy import normalization, policy_io
 from mlgo.util.progress import Progress
@@ -168,8 +168,11 @@ class Trainer:
   def _fresh_state(self, warmstart, trace):
     default_scores, decisions = {}, {}
     default_modules = set()
-    for m in self.train_modules:  # a prepared corpus knows every module's reference scores
-      if getattr(m, "baseline", None) is not None:
+    # A prepared corpus knows every module's reference scores, under the static remarks
+    # reward it was prepared with; another reward gets them from the trace and validation.
+    same_reward = self.problem.reward_name == prepared.BASELINE_REWARD
+    for m in self.train_modules:
+      if same_reward and getattr(m, "baseline", None) is not None:
         default_scores.update(self.problem.scores(m.name, {"functions": m.baseline}))
         default_modules.add(m.name)
     if trace:
@@ -182,7 +185,7 @@ class Trainer:
     initial_weights = None
     if warmstart:
       pol = policy_io.load_policy(warmstart)
-      if pol.problem != self.problem_name:
+      if not problems_lib.same_decisions(pol.problem, self.problem_name):
         raise ValueError(f"{warmstart}: policy is for {pol.problem}, not {self.problem_name}")
       spec = pol.spec
       initial_weights = str(pathlib.Path(warmstart).resolve() / "weights.npz")

@@ -78,10 +78,15 @@ def test_operands_and_features():
       (14, 4, "movq", "%rax, (%rdx)"),            # store, not to the stack
       (18, 5, "leaq", "0x8(%rsp), %rax"),         # address only
       (23, 5, "callq", "0x100 <g>"),
-      (28, 2, "jne", "0x0 <f>")])
+      (28, 2, "jne", "0x0 <f>"),
+      (30, 3, "movq", "%rdi, %rbx"),              # register copy
+      (33, 5, "addq", "0x8(%rsp), %rbx"),         # folded reload
+      (38, 1, "pushq", "%rbx"),                   # callee-saved register
+      (39, 3, "movl", "$0x1, %eax")])             # an immediate is not a copy
   f = b.features()
-  assert f == {"instructions": 7, "bytes": 30, "loads": 2, "stores": 2, "spills": 1,
-               "reloads": 1, "calls": 1, "branches": 1}
+  assert f == {"instructions": 11, "bytes": 42, "loads": 3, "stores": 2, "spills": 1,
+               "reloads": 1, "calls": 1, "branches": 1, "stack_folded": 1, "copies": 1,
+               "push_pop": 1}
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
