@@ -20,6 +20,7 @@ Programs (inputs are written by this module, nothing third-party is committed):
 import concurrent.futures as cf
 import dataclasses
 import hashlib
+import json
 import os
 import pathlib
 import random
@@ -30,6 +31,7 @@ import sys
 import tempfile
 
 from mlgo import env
+from mlgo import problems as problems_lib
 from mlgo.policy import policy_io
 from mlgo.util import cli
 from mlgo.util.toolchain import toolchain
@@ -125,39 +127,49 @@ def make_input(path, size=400_000, seed=7):
   pathlib.Path(path).write_text("".join(out)[:size])
 
 
-def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version, timeout):
+def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version, timeout,
+                llc_flags=(), policy=None):
+  """One translation unit: clang -O2 to bitcode, then llc with the allocator under test
+  (`policy`, else the policy of spec/weights, else the default). Returns (error | None,
+  the compile's reward dict)."""
   tc = toolchain(llvm_version)
   bc = obj + ".bc"
   r = subprocess.run([tc.clang, "-O2", "-fPIC", "-w", "-c", "-emit-llvm"] + cflags +
                      [rel, "-o", bc], cwd=src_root, capture_output=True, text=True,
                      timeout=timeout)
   if r.returncode != 0:
-    return f"clang failed on {rel}: {r.stderr[-300:]}"
-  policy = (policy_io.Policy(spec, weights) if spec is not None else env.CompilerDefault())
+    return f"clang failed on {rel}: {r.stderr[-300:]}", None
+  if policy is None:
+    policy = (policy_io.Policy(spec, weights) if spec is not None else env.CompilerDefault())
   res = env.compile_module(env.LlcModule(rel, bc, ["-O2", "-relocation-model=pic"]), problem,
                            policy, llvm_version=llvm_version, timeout=timeout,
-                           output_path=obj)
+                           output_path=obj, extra_flags=list(llc_flags))
   if not res.ok:
-    return f"llc failed on {rel}: {res.reason}"
-  return None
+    return f"llc failed on {rel}: {res.reason}", None
+  return None, res.reward
 
 
 def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, jobs=2,
-                  llvm_version=22, timeout=600.0):
+                  llvm_version=22, timeout=600.0, llc_flags=(), policy=None):
+  """Builds `prog` into out_dir/<name>: every translation unit through llc with the
+  allocator under test (policy, or spec/weights, or the default), extra llc_flags. The
+  per-function scores of `problem`'s reward go to out_dir/functions.json."""
   out_dir = pathlib.Path(out_dir)
   out_dir.mkdir(parents=True, exist_ok=True)
-  objs = []
+  objs, functions = [], {}
   with cf.ProcessPoolExecutor(max_workers=max(1, jobs)) as ex:
     futs = []
     for rel in prog.sources:
       obj = str(out_dir / (rel.replace("/", "_") + ".o"))
       objs.append(obj)
       futs.append(ex.submit(_compile_tu, str(src_root), rel, prog.cflags, obj, problem,
-                            spec, weights, llvm_version, timeout))
+                            spec, weights, llvm_version, timeout, tuple(llc_flags), policy))
     for f in futs:
-      err = f.result()
+      err, reward = f.result()
       if err:
         raise RuntimeError(f"{prog.name}: {err}")
+      functions.update(reward.get("functions", {}))
+  (out_dir / "functions.json").write_text(json.dumps(functions, indent=0) + "\n")
   exe = out_dir / prog.name
   tc = toolchain(llvm_version)
   r = subprocess.run([tc.clang, "-pie", "-o", str(exe)] + objs + prog.libs,
@@ -228,7 +240,7 @@ def prepare_program(prog: Program, out: pathlib.Path):
 def run(problem: str, policy_dir, out_dir, *, programs=None, jobs: int = 2,
         llvm_version: int = 22, stream=sys.stderr) -> list:
   pol = policy_io.load_policy(policy_dir)
-  if pol.problem != problem:
+  if not problems_lib.same_decisions(pol.problem, problem):
     raise ValueError(f"{policy_dir}: policy is for {pol.problem}, not {problem}")
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
