@@ -1,11 +1,18 @@
 """Measured execution: programs built with the default allocator vs with a policy.
 
   bazel run //tools:runtime_check -- --problem=regalloc_eviction --policy=DIR
-      [--output=DIR] [--programs=lua,bzip2,lz4,xxhsum,libdeflate-gzip] [--jobs=2]
-Builds lua, bzip2 and lz4 from Debian source packages twice, runs each under
-cachegrind (cache + branch simulation), checks the outputs are identical, and prints
-instructions, D1/LL misses, mispredictions and estimated cycles (formula in
-mlgo/evaluation/runtime_check.py), default vs policy.
+      [--output=DIR] [--programs=NAME,...] [--role=model|heldout] [--jobs=2]
+Builds each program from its Debian source package twice (every translation unit
+through llc with the default allocator, then with the policy), runs both under
+cachegrind (cache + branch simulation) on a generated, deterministic workload, checks
+the outputs are identical, and prints instructions, D1/LL misses, mispredictions and
+estimated cycles (formula in mlgo/evaluation/runtime_check.py), default vs policy.
+Hardware counters (perf stat) are used too where the machine has them; the first line
+says whether they are.
+
+Programs (role "model": profiles may fit a performance model; role "heldout": from
+@unseen/@extra packages, never used to train a model or a policy):
+{programs}
 """
 import argparse
 import json
@@ -15,22 +22,25 @@ from mlgo.util.cli import policy_path, user_path
 
 
 def main(argv=None):
-  ap = argparse.ArgumentParser(description=__doc__,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+  from mlgo.evaluation import runtime_check  # pylint: disable=import-outside-toplevel
+  names = ", ".join(f"{p.name} ({p.role})" for p in runtime_check.PROGRAMS)
+  ap = argparse.ArgumentParser(description=__doc__.format(
+      programs=runtime_check.describe()), formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--problem", default="regalloc_eviction",
                   choices=["regalloc_eviction", "regalloc_priority"])
   ap.add_argument("--policy", required=True)
   ap.add_argument("--output", default="runtime_check")
-  ap.add_argument("--programs", default="", help="comma-separated subset of lua,bzip2,lz4,xxhsum,libdeflate-gzip "
-                  "(the last two from @unseen packages)")
+  ap.add_argument("--programs", default="",
+                  help=f"comma-separated subset (default: all, or all of --role): {names}")
+  ap.add_argument("--role", choices=runtime_check.ROLES, default=None,
+                  help="only the programs of this role")
   ap.add_argument("--jobs", type=int, default=2)
   a = ap.parse_args(argv)
-  from mlgo.evaluation import runtime_check  # pylint: disable=import-outside-toplevel
   p = policy_path(a.policy)
   out = user_path(a.output)
   rows = runtime_check.run(a.problem, p, out,
                            programs=[x for x in a.programs.split(",") if x] or None,
-                           jobs=a.jobs)
+                           role=a.role, jobs=a.jobs)
   (out / "runtime_check.json").write_text(json.dumps(rows, indent=1) + "\n")
   print(runtime_check.format_table(rows))
   return 0

@@ -10,12 +10,16 @@ simulation, checks that both produce the same output, and compares:
                + 15 * (Bcm + Bim)
   (a simple in-order model: 10 cycles per L1 miss served by LL, 100 per LL miss,
   15 per mispredicted branch; cachegrind counts are deterministic).
-Programs (inputs are written by this module, nothing third-party is committed):
-  lua     the lua5.4 interpreter running a project-written benchmark script
-  bzip2   compressing a generated ~400 KB text file (output: the .bz2 bytes)
-  lz4     compressing the same file (output: the .lz4 bytes)
-  xxhsum  XXH128 of the same file (@unseen package xxhash)
-  libdeflate-gzip  gzip -9 of the same file (@unseen package libdeflate)
+Programs: PROGRAMS, each built from a Debian source package fetched at run time, with
+a deterministic workload. Inputs (runtime_workloads) and drivers for library packages
+(runtime_drivers) are project-written; nothing third-party is committed. Every program
+has a role:
+  model    its profiles may be used to fit a performance model (packages of the
+           default corpus set, or others outside @extra/@unseen)
+  heldout  never used to train a model or a policy (packages of @unseen or @extra only)
+`programs(role)` lists them; `describe()` prints the table.
+Hardware counters: when `perf stat` can count instructions (perf_available), each build
+also runs once natively under perf; otherwise that is skipped and said so.
 """
 import concurrent.futures as cf
 import dataclasses
@@ -32,6 +36,7 @@ import tempfile
 
 from mlgo import env
 from mlgo import problems as problems_lib
+from mlgo.evaluation import runtime_drivers, runtime_workloads
 from mlgo.policy import policy_io
 from mlgo.util import cli
 from mlgo.util.toolchain import toolchain
@@ -68,48 +73,178 @@ print(fib(22), acc, table.concat(parts, ","), c(), s, string.format("%.3f", math
 """
 
 
+ROLES = ("model", "heldout")
+
+
 @dataclasses.dataclass
 class Program:
   name: str
   package: str
-  sources: list          # relative to the package source root
+  sources: list          # relative to the package source root; {gen}/X: a generated file
   cflags: list
   libs: list
-  args: list             # with {input} / {output} / {script} placeholders
+  args: list             # with {input} / {script} / {work} placeholders (program_args)
   output_file: str | None
+  role: str = "model"    # one of ROLES
+  workload: str = ""     # what it runs, one line
+  cxx: bool = False      # link with clang++ (.cc/.cpp/.cxx units compile as C++)
+  gen_files: dict = dataclasses.field(default_factory=dict)   # name -> text, in {gen}
+  gen_copies: dict = dataclasses.field(default_factory=dict)  # name -> source-tree path
+
+
+def _c(names, fmt="{}.c"):
+  return [fmt.format(n) for n in names.split()]
 
 
 PROGRAMS = [
+    # role "model": packages of the default corpus set.
     Program("lua", "lua5.4",
             [f"src/{f}.c" for f in (
                 "lapi lauxlib lbaselib lcode lcorolib lctype ldblib ldebug ldo ldump lfunc "
                 "lgc linit liolib llex lmathlib lmem loadlib lobject lopcodes loslib lparser "
                 "lstate lstring lstrlib ltable ltablib ltm lua lundump lutf8lib lvm lzio"
             ).split()],
-            ["-DLUA_COMPAT_5_3", "-DLUA_USE_LINUX", "-Isrc"], ["-lm", "-ldl"],
-            ["{script}"], None),
+            # A fixed string-hash seed (lua mixes in time(NULL)): the same work every run.
+            ["-DLUA_COMPAT_5_3", "-DLUA_USE_LINUX", "-Isrc", "-Dluai_makeseed(L)=0x6d6c676fu"],
+            ["-lm", "-ldl"],
+            ["{script}"], None, role="model",
+            workload="the lua5.4 interpreter on a project-written benchmark script"),
     Program("bzip2", "bzip2",
             [f"{f}.c" for f in "blocksort huffman crctable randtable compress decompress "
              "bzlib bzip2".split()],
-            ["-D_FILE_OFFSET_BITS=64", "-I."], [], ["-c", "-9", "{input}"], None),
+            ["-D_FILE_OFFSET_BITS=64", "-I."], [], ["-c", "-9", "{input}"], None,
+            role="model", workload="bzip2 -9 of the generated ~400 KB text"),
     Program("lz4", "lz4",
             ["programs/lz4cli.c", "programs/lz4io.c", "programs/bench.c",
              "programs/datagen.c", "lib/lz4.c", "lib/lz4hc.c", "lib/lz4frame.c",
              "lib/xxhash.c"],
             ["-Ilib", "-Iprograms", "-DXXH_NAMESPACE=LZ4_"], ["-lpthread"],
-            ["-9", "-c", "{input}"], None),
-    # From the @unseen packages (never trained on): a hash and a DEFLATE compressor.
+            ["-9", "-c", "{input}"], None, role="model",
+            workload="lz4 -9 of the generated text"),
+    Program("brotli", "brotli",
+            ["c/tools/brotli.c"]
+            + _c("constants context dictionary platform transform", "c/common/{}.c")
+            + _c("bit_reader decode huffman state", "c/dec/{}.c")
+            + _c("backward_references backward_references_hq bit_cost block_splitter "
+                 "brotli_bit_stream cluster command compress_fragment "
+                 "compress_fragment_two_pass dictionary_hash encode encoder_dict "
+                 "entropy_encode fast_log histogram literal_cost memory metablock "
+                 "static_dict utf8_util", "c/enc/{}.c"),
+            ["-Ic/include"], ["-lm"], ["-c", "-q", "9", "{input}"], None, role="model",
+            workload="brotli -q 9 of the generated text"),
+    Program("minigzip", "zlib",
+            _c("adler32 compress crc32 deflate gzclose gzlib gzread gzwrite infback "
+               "inffast inflate inftrees trees uncompr zutil") + ["test/minigzip.c"],
+            ["-I.", "-D_LARGEFILE64_SOURCE=1", "-DHAVE_HIDDEN"], [],
+            ["-c", "-9", "{input}"], None, role="model",
+            workload="zlib's minigzip -9 of the generated text"),
+    Program("cjson", "cjson", ["cJSON.c", "cJSON_Utils.c", "{gen}/cjson_run.c"],
+            ["-I."], ["-lm"], ["{work}/doc.json", "2"], None, role="model",
+            workload="our driver: parse, print, compare, sort, diff and patch a generated "
+                     "JSON document (2 rounds)",
+            gen_files={"cjson_run.c": runtime_drivers.CJSON_DRIVER}),
+    Program("jansson", "jansson",
+            _c("dump error hashtable hashtable_seed load memory pack_unpack strbuffer "
+               "strconv utf value version", "src/{}.c") + ["{gen}/jansson_run.c"],
+            ["-Isrc", "-DHAVE_STDINT_H=1", "-DHAVE_UNISTD_H=1"], [],
+            ["{work}/doc.json", "2"], None, role="model",
+            workload="our driver: parse, dump (sorted, ASCII), compare, unpack and index "
+                     "the generated JSON document (2 rounds)",
+            gen_files={"jansson_run.c": runtime_drivers.JANSSON_DRIVER,
+                       "jansson_config.h": runtime_drivers.JANSSON_CONFIG,
+                       "jansson_private_config.h": runtime_drivers.JANSSON_PRIVATE_CONFIG}),
+    Program("libyaml", "libyaml",
+            _c("api dumper emitter loader parser reader scanner writer", "src/{}.c")
+            + ["{gen}/yaml_run.c"],
+            ["-Iinclude", "-Isrc", "-DYAML_VERSION_MAJOR=0", "-DYAML_VERSION_MINOR=2",
+             "-DYAML_VERSION_PATCH=5", '-DYAML_VERSION_STRING="0.2.5"'], [],
+            ["{work}/doc.yaml"], None, role="model",
+            workload="our driver: re-emit a generated YAML stream event by event, then load "
+                     "and dump it canonically",
+            gen_files={"yaml_run.c": runtime_drivers.YAML_DRIVER}),
+    Program("pcre2grep", "pcre2",
+            _c("auto_possess compile config context convert dfa_match error extuni "
+               "find_bracket maketables match match_data newline ord2utf pattern_info "
+               "script_run serialize string_utils study substitute substring tables ucd "
+               "valid_utf xclass", "src/pcre2_{}.c")
+            + ["{gen}/pcre2_chartables.c", "src/pcre2grep.c"],
+            ["-Isrc", "-DHAVE_CONFIG_H", "-DPCRE2_CODE_UNIT_WIDTH=8", "-DSUPPORT_UNICODE",
+             "-DSUPPORT_PCRE2_8", "-DHAVE_STDINT_H=1", "-DHAVE_INTTYPES_H=1",
+             "-DHAVE_UNISTD_H=1", "-DHAVE_STRERROR=1", "-DHAVE_MEMMOVE=1"], [],
+            ["-n", "-o", "-i", "-e", r"\b(\w+) \1\b", "-e", r"\b[^aeiou\s]{4,}\w*",
+             "-e", r"(?:ab|cd|ef)[a-z]{2,}?s\b", "-e", r"^\w+(?= \w{9,})", "{input}"],
+            None, role="model",
+            workload="pcre2grep (interpreter, no JIT): four regexes over the generated text",
+            gen_copies={"config.h": "src/config.h.generic", "pcre2.h": "src/pcre2.h.generic",
+                        "pcre2_chartables.c": "src/pcre2_chartables.c.dist"}),
+    Program("mbedtls", "mbedtls",
+            _c("aes bignum chacha20 chachapoly cipher cipher_wrap constant_time gcm "
+               "platform platform_util poly1305 sha256 sha512", "library/{}.c")
+            + ["{gen}/mbedtls_run.c"],
+            ["-Iinclude", '-DMBEDTLS_CONFIG_FILE="mlgo_mbedtls_config.h"'], [],
+            ["{input}", "2"], None, role="model",
+            workload="our driver: SHA-2, AES-CBC/CTR/GCM, ChaCha20-Poly1305 over the "
+                     "generated text and 1024-bit modular exponentiation (2 rounds)",
+            gen_files={"mbedtls_run.c": runtime_drivers.MBEDTLS_DRIVER,
+                       "mlgo_mbedtls_config.h": runtime_drivers.MBEDTLS_CONFIG}),
+    # role "heldout": @unseen and @extra packages, never trained on.
     Program("xxhsum", "xxhash",
             ["cli/xxhsum.c", "cli/xsum_os_specific.c", "cli/xsum_output.c",
              "cli/xsum_sanity_check.c", "cli/xsum_bench.c", "xxhash.c"],
-            ["-I.", "-Icli"], [], ["-H2", "{input}"], None),
+            ["-I.", "-Icli"], [], ["-H2", "{input}"], None, role="heldout",
+            workload="XXH128 of the generated text"),
     Program("libdeflate-gzip", "libdeflate",
             ["programs/gzip.c", "programs/prog_util.c", "programs/tgetopt.c"]
             + [f"lib/{f}.c" for f in "deflate_compress deflate_decompress utils crc32 adler32 "
                "gzip_compress gzip_decompress zlib_compress zlib_decompress".split()]
             + ["lib/x86/cpu_features.c"],
-            ["-I.", "-D_FILE_OFFSET_BITS=64"], [], ["-c", "-9", "{input}"], None),
+            ["-I.", "-D_FILE_OFFSET_BITS=64"], [], ["-c", "-9", "{input}"], None,
+            role="heldout", workload="libdeflate's gzip -9 of the generated text"),
+    Program("cmark", "cmark",
+            _c("blocks buffer cmark cmark_ctype commonmark houdini_href_e houdini_html_e "
+               "houdini_html_u html inlines iterator latex main man node references render "
+               "scanners utf8 xml", "src/{}.c"),
+            ["-Isrc"], [], ["--smart"] + ["{work}/doc.md"] * 4, None,
+            role="heldout",
+            workload="cmark --smart: a generated markdown document (4 times) to HTML",
+            gen_files={"config.h": runtime_drivers.CMARK_CONFIG}),
+    Program("zopfli", "zopfli",
+            _c("blocksplitter cache deflate gzip_container hash katajainen lz77 squeeze tree "
+               "util zlib_container zopfli_lib zopfli_bin", "src/zopfli/{}.c"),
+            [], ["-lm"], ["-c", "--i1", "{work}/doc.md"], None, role="heldout",
+            workload="zopfli --i1 (gzip) of the generated markdown document"),
+    Program("xmlwf", "expat",
+            _c("xmlparse xmlrole xmltok", "expat/lib/{}.c")
+            + _c("xmlwf xmlfile codepage unixfilemap", "expat/xmlwf/{}.c")
+            + ["{gen}/fixed_salt.c"],
+            ["-Iexpat/lib"], [], ["-d", "{work}/xmlwf.out"] + ["{work}/doc.xml"] * 3, None,
+            role="heldout",
+            workload="expat's xmlwf: a generated XML catalog (3 times) to canonical XML",
+            gen_files={"expat_config.h": runtime_drivers.EXPAT_CONFIG,
+                       "fixed_salt.c": runtime_drivers.EXPAT_FIXED_SALT}),
+    Program("pugixml", "pugixml", ["src/pugixml.cpp", "{gen}/pugixml_run.cpp"],
+            ["-Isrc"], [], ["{work}/doc.xml"], None, role="heldout", cxx=True,
+            workload="our C++ driver: parse the XML catalog, XPath queries, edit, save",
+            gen_files={"pugixml_run.cpp": runtime_drivers.PUGIXML_DRIVER}),
+    Program("utf8proc", "utf8proc", ["utf8proc.c", "{gen}/utf8proc_run.c"],
+            ["-I."], [], ["{work}/utf8.txt"], None, role="heldout",
+            workload="our driver: NFC/NFD/NFKC/case folding, graphemes, widths of a "
+                     "generated multi-script UTF-8 text",
+            gen_files={"utf8proc_run.c": runtime_drivers.UTF8PROC_DRIVER}),
 ]
+
+
+def programs(role=None) -> list:
+  """The programs of one role ("model", "heldout"), or all of them."""
+  if role is not None and role not in ROLES:
+    raise ValueError(f"unknown role {role!r}; known: {', '.join(ROLES)}")
+  return [p for p in PROGRAMS if role is None or p.role == role]
+
+
+def describe(progs=None) -> str:
+  """One line per program: name, role, package, workload."""
+  return "\n".join(f"  {p.name:16s} {p.role:8s} {p.package:11s} {p.workload}"
+                   for p in (PROGRAMS if progs is None else progs))
 
 
 def make_input(path, size=400_000, seed=7):
@@ -127,6 +262,16 @@ def make_input(path, size=400_000, seed=7):
   pathlib.Path(path).write_text("".join(out)[:size])
 
 
+CXX_EXTS = (".cc", ".cpp", ".cxx")
+
+
+def _obj_name(rel: str) -> str:
+  """Object file name of a unit: its path with / as _ (a generated unit: gen_NAME)."""
+  if os.path.isabs(rel):
+    return "gen_" + os.path.basename(rel) + ".o"
+  return rel.replace("/", "_") + ".o"
+
+
 def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version, timeout,
                 llc_flags=(), policy=None):
   """One translation unit: clang -O2 to bitcode, then llc with the allocator under test
@@ -134,7 +279,8 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
   the compile's reward dict)."""
   tc = toolchain(llvm_version)
   bc = obj + ".bc"
-  r = subprocess.run([tc.clang, "-O2", "-fPIC", "-w", "-c", "-emit-llvm"] + cflags +
+  cc = tc.clangxx if rel.endswith(CXX_EXTS) else tc.clang
+  r = subprocess.run([cc, "-O2", "-fPIC", "-w", "-c", "-emit-llvm"] + cflags +
                      [rel, "-o", bc], cwd=src_root, capture_output=True, text=True,
                      timeout=timeout)
   if r.returncode != 0:
@@ -160,7 +306,7 @@ def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, j
   with cf.ProcessPoolExecutor(max_workers=max(1, jobs)) as ex:
     futs = []
     for rel in prog.sources:
-      obj = str(out_dir / (rel.replace("/", "_") + ".o"))
+      obj = str(out_dir / _obj_name(rel))
       objs.append(obj)
       futs.append(ex.submit(_compile_tu, str(src_root), rel, prog.cflags, obj, problem,
                             spec, weights, llvm_version, timeout, tuple(llc_flags), policy))
@@ -172,7 +318,8 @@ def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, j
   (out_dir / "functions.json").write_text(json.dumps(functions, indent=0) + "\n")
   exe = out_dir / prog.name
   tc = toolchain(llvm_version)
-  r = subprocess.run([tc.clang, "-pie", "-o", str(exe)] + objs + prog.libs,
+  r = subprocess.run([tc.clangxx if prog.cxx else tc.clang, "-pie", "-o", str(exe)]
+                     + objs + prog.libs,
                      capture_output=True, text=True)
   if r.returncode != 0:
     raise RuntimeError(f"{prog.name}: link failed: {r.stderr[-500:]}")
@@ -212,32 +359,111 @@ def metrics(ev: dict) -> dict:
 
 
 def write_workload(out: pathlib.Path):
-  """The programs' inputs under `out`: (text input, lua script)."""
+  """The programs' inputs under `out`: (text input, lua script). The same directory (a
+  program's {work}) also gets the generated documents (runtime_workloads): doc.md,
+  doc.xml, doc.json, doc.yaml, utf8.txt; and xmlwf.out/doc.xml, a link to /dev/stdout,
+  so that xmlwf, which writes its output to DIR/<input name>, prints it."""
+  out = pathlib.Path(out)
+  out.mkdir(parents=True, exist_ok=True)
   inp = out / "input.txt"
   make_input(inp)
   script = out / "bench.lua"
   script.write_text(LUA_SCRIPT)
+  runtime_workloads.make_markdown(out / "doc.md")
+  runtime_workloads.make_xml(out / "doc.xml")
+  runtime_workloads.make_json(out / "doc.json")
+  runtime_workloads.make_yaml(out / "doc.yaml")
+  runtime_workloads.make_utf8(out / "utf8.txt")
+  link = out / "xmlwf.out" / "doc.xml"
+  link.parent.mkdir(exist_ok=True)
+  if not link.is_symlink() or os.readlink(link) != "/dev/stdout":
+    if link.exists() or link.is_symlink():
+      link.unlink()
+    link.symlink_to("/dev/stdout")
   return inp, script
 
 
 def program_args(prog: Program, inp, script) -> list:
-  return [a.format(input=str(inp), script=str(script)) for a in prog.args]
+  """prog.args with {input}, {script} and {work} (the workload directory) filled in;
+  other braces (a regex's {4,}) stay as they are."""
+  values = {"{input}": str(inp), "{script}": str(script),
+            "{work}": str(pathlib.Path(inp).parent)}
+  return [re.sub(r"\{(?:input|script|work)\}", lambda m: values[m.group(0)], a)
+          for a in prog.args]
 
 
 def prepare_program(prog: Program, out: pathlib.Path):
-  """(prog with its generated-header dir in cflags, source root): the package's Debian
-  source (fetched once) and the headers a Debian build generates first (e.g. lua's
-  multiarch header) under out/<program>/gen."""
+  """(prog with its generated-file dir in cflags and {gen} in sources resolved, source
+  root): the package's Debian source (fetched once), and under out/<program>/gen the
+  headers a Debian build generates first (e.g. lua's multiarch header), the program's
+  own generated files (drivers, config headers) and its copies of source-tree files
+  (e.g. pcre2's config.h.generic as config.h)."""
   from mlgo.corpus import source_tree, sources  # pylint: disable=import-outside-toplevel
   src = sources.fetch_source(prog.package, cli.mlgo_home() / "sources")
-  gen = out / prog.name / "gen"
+  gen = (pathlib.Path(out) / prog.name / "gen").resolve()
   gen.mkdir(parents=True, exist_ok=True)
   for hname, text in source_tree.PACKAGE_HEADERS.get(prog.package, {}).items():
     (gen / hname).write_text(text)
-  return dataclasses.replace(prog, cflags=prog.cflags + [f"-I{gen}"]), src
+  for name, text in prog.gen_files.items():
+    (gen / name).write_text(text)
+  for name, rel in prog.gen_copies.items():
+    shutil.copyfile(src / rel, gen / name)
+  return dataclasses.replace(prog, cflags=prog.cflags + [f"-I{gen}"],
+                             sources=[s.format(gen=gen) for s in prog.sources]), src
 
 
-def run(problem: str, policy_dir, out_dir, *, programs=None, jobs: int = 2,
+def perf_available() -> tuple:
+  """(True, how) when `perf stat -e instructions` counts on this machine, else (False,
+  why not): no perf, no permission, or no hardware counters (a VM without a PMU)."""
+  perf = shutil.which("perf")
+  if not perf:
+    return False, "perf is not installed"
+  try:
+    r = subprocess.run([perf, "stat", "-x,", "-e", "instructions", "true"],
+                       capture_output=True, text=True, timeout=60)
+  except (OSError, subprocess.SubprocessError) as e:
+    return False, f"perf stat could not run: {e}"
+  err = r.stderr.strip()
+  if r.returncode != 0:
+    return False, f"perf stat -e instructions failed: {(err.splitlines() or ['?'])[-1]}"
+  counts = _perf_counts(err)
+  if not counts.get("instructions"):
+    return False, ("perf stat cannot count instructions here (no hardware counters, "
+                   f"or perf_event_paranoid): {(err.splitlines() or ['?'])[-1]}")
+  return True, f"perf stat counts instructions ({perf})"
+
+
+def _perf_counts(csv_text: str) -> dict:
+  """{event: count} from `perf stat -x,` output; unsupported events are left out."""
+  out = {}
+  for line in csv_text.splitlines():
+    f = line.split(",")
+    if len(f) >= 3 and f[0].strip().isdigit():
+      out[f[2].split(":")[0].strip()] = int(f[0])
+  return out
+
+
+def perf_stat(exe, args, cwd, events=("instructions", "cycles")) -> dict:
+  """Runs `exe args` natively under perf stat; returns {event: count}."""
+  r = subprocess.run([shutil.which("perf") or "perf", "stat", "-x,", "-e", ",".join(events),
+                      "--", str(exe)] + list(args), cwd=cwd, capture_output=True,
+                     timeout=3600)
+  if r.returncode != 0:
+    raise RuntimeError(f"{exe} under perf stat exited with {r.returncode}: "
+                       f"{r.stderr.decode('utf-8', 'replace')[-500:]}")
+  return _perf_counts(r.stderr.decode("utf-8", "replace"))
+
+
+def select(names=None, role=None) -> list:
+  """PROGRAMS restricted to `names` (unknown names are an error) and to `role`."""
+  known = {p.name for p in PROGRAMS}
+  unknown = [n for n in (names or ()) if n not in known]
+  if unknown:
+    raise ValueError(f"unknown programs {unknown}; known: {', '.join(sorted(known))}")
+  return [p for p in programs(role) if not names or p.name in names]
+
+
+def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: int = 2,
         llvm_version: int = 22, stream=sys.stderr) -> list:
   pol = policy_io.load_policy(policy_dir)
   if not problems_lib.same_decisions(pol.problem, problem):
@@ -245,12 +471,14 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, jobs: int = 2,
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
   inp, script = write_workload(out)
+  use_perf, why = perf_available()
+  print(f"runtime_check: hardware counters {'used' if use_perf else 'skipped'}: {why}"
+        + ("" if use_perf else "; cachegrind's simulated counts only"), file=stream,
+        flush=True)
   rows = []
-  for prog in PROGRAMS:
-    if programs and prog.name not in programs:
-      continue
+  for prog in select(programs, role):
     prog, src = prepare_program(prog, out)
-    res = {}
+    res, hw = {}, {}
     for variant, spec, w in (("default", None, None), ("policy", pol.spec, pol.arch.w)):
       print(f"runtime_check: building {prog.name} ({variant})", file=stream, flush=True)
       exe = build_program(prog, src, out / prog.name / variant, problem, spec, w, jobs=jobs,
@@ -260,12 +488,16 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, jobs: int = 2,
             flush=True)
       stdout, ev = cachegrind(exe, args, out, out / prog.name / f"cachegrind.{variant}")
       res[variant] = (hashlib.sha256(stdout).hexdigest(), metrics(ev), len(stdout))
+      if use_perf:
+        hw[variant] = perf_stat(exe, args, out)
     same = res["default"][0] == res["policy"][0]
     if not same:
       raise RuntimeError(f"{prog.name}: the policy build's output differs from the default "
                          f"build's; refusing to report numbers")
-    rows.append({"program": prog.name, "output_bytes": res["default"][2],
+    rows.append({"program": prog.name, "role": prog.role, "output_bytes": res["default"][2],
                  "default": res["default"][1], "policy": res["policy"][1]})
+    if hw:
+      rows[-1]["perf"] = hw
   return rows
 
 
@@ -277,6 +509,10 @@ def format_table(rows) -> str:
       d, p = r["default"][k], r["policy"][k]
       ch = (p / d - 1) * 100 if d else 0.0
       lines.append(f"{r['program']:8s} {k:13s} {d:14d} {p:14d} {ch:+7.2f}%")
+    for k in sorted(r.get("perf", {}).get("default", {})):
+      d, p = r["perf"]["default"][k], r["perf"]["policy"].get(k, 0)
+      ch = (p / d - 1) * 100 if d else 0.0
+      lines.append(f"{r['program']:8s} {'hw_' + k:13s} {d:14d} {p:14d} {ch:+7.2f}%")
   worse = [r["program"] for r in rows if r["policy"]["cycles"] > r["default"]["cycles"]]
   better = [r["program"] for r in rows if r["policy"]["cycles"] < r["default"]["cycles"]]
   lines.append(f"outputs identical on all {len(rows)} programs; estimated cycles better on "
