@@ -1,0 +1,107 @@
+"""runtime_check's program table: roles and package sets, generated workloads, perf
+detection, and one held-out program built through llc and run natively."""
+import os
+import pathlib
+import pwd
+import subprocess
+
+import pytest
+
+from mlgo.corpus import sources
+from mlgo.evaluation import runtime_check as rc
+from mlgo.util import cli
+
+SMALL_HELDOUT = "utf8proc"  # two translation units, runs in well under a second
+
+
+def test_table_invariants():
+  names = [p.name for p in rc.PROGRAMS]
+  assert len(names) == len(set(names))
+  model, heldout = rc.programs("model"), rc.programs("heldout")
+  assert len(model) >= 8 and len(heldout) >= 6
+  assert {"lua", "bzip2", "lz4"} <= {p.name for p in model}
+  assert {"xxhsum", "libdeflate-gzip"} <= {p.name for p in heldout}
+  for p in heldout:  # never code the default corpus (and so a policy) was trained on
+    assert p.package in sources.UNSEEN_PACKAGES + sources.EXTRA_PACKAGES, p.name
+    assert p.package not in sources.DEFAULT_PACKAGES, p.name
+  for p in model:
+    assert p.package not in sources.UNSEEN_PACKAGES + sources.EXTRA_PACKAGES, p.name
+  for p in rc.PROGRAMS:
+    assert p.role in rc.ROLES and p.workload and p.sources and p.args, p.name
+    assert p.cxx == any(s.endswith(rc.CXX_EXTS) for s in p.sources), p.name
+  assert any(p.cxx for p in heldout)
+
+
+def test_programs_by_role_and_selection():
+  assert rc.programs() == rc.PROGRAMS
+  assert (sorted(p.name for p in rc.programs("model") + rc.programs("heldout"))
+          == sorted(p.name for p in rc.PROGRAMS))
+  with pytest.raises(ValueError, match="unknown role"):
+    rc.programs("training")
+  assert [p.name for p in rc.select(["cmark", "lua"], role="heldout")] == ["cmark"]
+  with pytest.raises(ValueError, match="unknown programs"):
+    rc.select(["nosuchprogram"])
+  for p in rc.PROGRAMS:
+    assert p.name in rc.describe()
+
+
+def test_workload_is_deterministic_and_args_resolve(tmp_path):
+  a, b = tmp_path / "a", tmp_path / "b"
+  inp, script = rc.write_workload(a)
+  rc.write_workload(b)
+  files = sorted(f.name for f in a.iterdir() if f.is_file())
+  assert {"input.txt", "bench.lua", "doc.md", "doc.xml", "doc.json", "doc.yaml",
+          "utf8.txt"} <= set(files)
+  for f in files:
+    assert (a / f).read_bytes() == (b / f).read_bytes(), f
+    assert (a / f).stat().st_size > 1000, f
+  assert os.readlink(a / "xmlwf.out" / "doc.xml") == "/dev/stdout"
+  rc.write_workload(a)  # again over an existing directory
+  for p in rc.PROGRAMS:
+    args = rc.program_args(p, inp, script)
+    assert not any(x in " ".join(args) for x in ("{input}", "{script}", "{work}")), p.name
+    for x in args:
+      if x.startswith(str(a)) and "xmlwf.out" not in x:
+        assert pathlib.Path(x).is_file(), (p.name, x)
+  grep = rc.program_args(next(p for p in rc.PROGRAMS if p.name == "pcre2grep"), inp, script)
+  assert any("{4,}" in x for x in grep)  # a regex's braces are not placeholders
+
+
+def test_perf_detection_says_why():
+  ok, why = rc.perf_available()
+  assert isinstance(ok, bool) and why
+  counts = rc._perf_counts("123456,,instructions:u,100.00,,\n<not supported>,,cycles:u,0,0,,\n")
+  assert counts == {"instructions": 123456}
+
+
+def _source_home(package):
+  """An MLGO_HOME whose source cache has `package` unpacked (the user's, also from inside
+  Bazel's sandbox), else None."""
+  homes = [cli.mlgo_home(), pathlib.Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "mlgo"]
+  for h in homes:
+    if (h / "sources" / package / ".unpacked").exists():
+      return h
+  return None
+
+
+def test_small_heldout_program_builds_and_runs_deterministically(tmp_path, monkeypatch):
+  prog = next(p for p in rc.PROGRAMS if p.name == SMALL_HELDOUT)
+  assert prog.role == "heldout"
+  home = _source_home(prog.package)
+  if home is None:  # not fetched yet: fetch it (needs apt's deb-src) into a private home
+    home = tmp_path / "home"
+    try:
+      sources.fetch_source(prog.package, home / "sources")
+    except (sources.BuildError, OSError) as e:
+      pytest.skip(f"Debian source of {prog.package} unavailable: {e}")
+  monkeypatch.setenv("MLGO_HOME", str(home))
+  work = tmp_path / "work"
+  inp, script = rc.write_workload(work)
+  p, src = rc.prepare_program(prog, work)
+  exe = rc.build_program(p, src, work / p.name / "default", "regalloc_eviction", None, None,
+                         jobs=2)
+  args = rc.program_args(p, inp, script)
+  outs = [subprocess.run([str(exe)] + args, cwd=work, capture_output=True, check=True,
+                         timeout=120).stdout for _ in range(2)]
+  assert outs[0] and outs[0] == outs[1]
+  assert b"# nfc " in outs[0]
