@@ -12,9 +12,9 @@ it), next to two baselines on the same blocks:
 Two questions, two tables:
   1. blocks: error of each predictor's cycles per execution against the measured ones
      (MAPE, median APE, Spearman; and the execution-weighted total of each program);
-  2. allocations: for every function of a held-out program that another allocation
-     (policy, sampled) changed, the rank correlation (Spearman) and sign agreement of
-     the predicted against the measured relative change of its cycles, with:
+  2. allocations: for every function of a held-out program whose executed code another
+     allocation (policy, sampled) changed, the rank correlation (Spearman) and sign
+     agreement of the predicted against the measured relative change of its cycles:
        model (profile)   the model's block cycles weighted by measured executions;
        model (static)    the model weighted by llc's static block frequencies: the
                          performance-model reward exactly as training computes it;
@@ -175,7 +175,12 @@ def report(data_dir, model_path, out_dir, stream=sys.stderr) -> dict:
           entry_ex[r["function"]] = entry_ex.get(r["function"], 0) + r["executions"]
       rel = np.array([r.get("rel_freq") or 0.0 for r in rows])
       calls = np.array([entry_ex.get(r["function"], 0) for r in rows], float)
-      res = {"measured": _per_function(rows, m, ex),
+      code = {}
+      for r in rows:   # what the function's executed code is made of
+        code.setdefault(r["function"], []).append(
+            tuple(r.get(k, 0) for k in cost_model.blocks_lib.FEATURES))
+      res = {"code": {f: sorted(v) for f, v in code.items()},
+             "measured": _per_function(rows, m, ex),
              "model (profile)": _per_function(rows, pr, ex),
              "model (static)": _per_function(rows, pr, rel * calls),
              "remarks (static)": None}
@@ -189,7 +194,9 @@ def report(data_dir, model_path, out_dir, stream=sys.stderr) -> dict:
       o, o_calls = fn_costs(entry)
       for fn, m0 in b["measured"].items():
         m1 = o["measured"].get(fn)
-        if m1 is None or m0 <= 0 or m1 == m0:
+        # Only functions whose code the other allocation changed: elsewhere a measured
+        # change is code layout (cache sets, branch history), which no block model sees.
+        if m1 is None or m0 <= 0 or b["code"].get(fn) == o["code"].get(fn):
           continue
         changes["measured"].append(m1 / m0 - 1)
         for k in ("model (profile)", "model (static)", "llvm-mca (profile)"):
@@ -209,11 +216,12 @@ def report(data_dir, model_path, out_dir, stream=sys.stderr) -> dict:
     ok = np.isfinite(v)
     if not ok.any():
       continue
-    nz = ok & (meas != 0)
+    nz = ok & (meas != 0) & (v != 0)
     alloc_table[k] = {"functions": int(ok.sum()),
                       "spearman": _spearman(v[ok], meas[ok]),
                       "sign_agreement": float(np.mean(np.sign(v[nz]) == np.sign(meas[nz])))
-                      if nz.any() else float("nan")}
+                      if nz.any() else float("nan"),
+                      "predicted_unchanged": float(np.mean(v[ok] == 0))}
   rep = {"model": str(model_path), "model_meta": model.meta,
          "heldout_programs": programs,
          "training_programs": sorted({p for (p, _), v in data.items() if v["role"] == "model"}),
@@ -237,11 +245,12 @@ def format_report(rep) -> str:
                  f"{e['weighted_ape']:.3f} | {e['spearman']:.3f} | "
                  f"{e['weighted_total_error']:+.2%} |")
   lines += ["", f"Per-function change between allocations ({rep['functions_changed']} "
-            f"function/allocation pairs whose measured cycles changed):", "",
-            "| predictor | functions | Spearman | sign agreement |", "|---|---|---|---|"]
+            f"function/allocation pairs whose code the allocation changed):", "",
+            "| predictor | functions | Spearman | sign agreement (both nonzero) | "
+            "predicted no change |", "|---|---|---|---|---|"]
   for k, e in rep["allocations"].items():
     lines.append(f"| {k} | {e['functions']} | {e['spearman']:.3f} | "
-                 f"{e['sign_agreement']:.1%} |")
+                 f"{e['sign_agreement']:.1%} | {e['predicted_unchanged']:.1%} |")
   return "\n".join(lines)
 
 

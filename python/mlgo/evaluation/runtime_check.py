@@ -25,6 +25,7 @@ import concurrent.futures as cf
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import pathlib
 import random
@@ -479,7 +480,21 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
   for prog in select(programs, role):
     prog, src = prepare_program(prog, out)
     res, hw = {}, {}
+    # The default build does not depend on the policy: reused from an earlier run into
+    # the same output dir when the program, its flags and the compiler are the same.
+    key = hashlib.sha256(json.dumps([prog.package, prog.sources, prog.cflags, prog.args,
+                                     llvm_version, use_perf]).encode()).hexdigest()[:16]
+    cached = out / prog.name / "default" / "result.json"
+    if cached.exists():
+      c = json.loads(cached.read_text())
+      if c.get("key") == key:
+        res["default"] = tuple(c["result"])
+        if c.get("perf"):
+          hw["default"] = c["perf"]
+        print(f"runtime_check: {prog.name} (default) from {cached}", file=stream, flush=True)
     for variant, spec, w in (("default", None, None), ("policy", pol.spec, pol.arch.w)):
+      if variant in res:
+        continue
       print(f"runtime_check: building {prog.name} ({variant})", file=stream, flush=True)
       exe = build_program(prog, src, out / prog.name / variant, problem, spec, w, jobs=jobs,
                           llvm_version=llvm_version)
@@ -490,6 +505,9 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
       res[variant] = (hashlib.sha256(stdout).hexdigest(), metrics(ev), len(stdout))
       if use_perf:
         hw[variant] = perf_stat(exe, args, out)
+      if variant == "default":
+        cached.write_text(json.dumps({"key": key, "result": list(res[variant]),
+                                      "perf": hw.get(variant)}) + "\n")
     same = res["default"][0] == res["policy"][0]
     if not same:
       raise RuntimeError(f"{prog.name}: the policy build's output differs from the default "
@@ -517,5 +535,13 @@ def format_table(rows) -> str:
   better = [r["program"] for r in rows if r["policy"]["cycles"] < r["default"]["cycles"]]
   lines.append(f"outputs identical on all {len(rows)} programs; estimated cycles better on "
                f"{len(better)} ({', '.join(better) or '-'}), worse on {len(worse)} "
-               f"({', '.join(worse) or '-'})")
+               f"({', '.join(worse) or '-'}); geomean change {geomean_change(rows):+.2f}%")
   return "\n".join(lines)
+
+
+def geomean_change(rows, metric: str = "cycles") -> float:
+  """Geometric mean over programs of policy / default - 1, in percent."""
+  ratios = [r["policy"][metric] / r["default"][metric] for r in rows if r["default"][metric]]
+  if not ratios:
+    return 0.0
+  return (math.exp(sum(math.log(x) for x in ratios) / len(ratios)) - 1) * 100
