@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mlgo import env, problems
-from mlgo.profiles import bbmap, blocks, callgrind, cost_model
+from mlgo.profiles import bbmap, blocks, cost_model
 from mlgo.training import testing
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -53,11 +53,7 @@ def test_without_a_map_blocks_fall_back_and_reading_says_why(tmp_path):
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
 def test_fit_on_a_live_profile_and_score_functions(tmp_path):
   exe = _build(tmp_path, MAP_FLAGS)
-  out = tmp_path / "cg.out"
-  subprocess.run(["valgrind", "--tool=callgrind", "--dump-instr=yes", "--cache-sim=yes",
-                  "--branch-sim=yes", f"--callgrind-out-file={out}", str(exe)],
-                 check=True, capture_output=True)
-  prof = callgrind.parse(out)
+  _, prof = blocks.profile_run(exe, [], tmp_path, tmp_path / "cg.out")
   bl = blocks.disassemble(str(exe))
   rows = blocks.join(bl, prof, str(exe))
   assert all("mbb" in r for r in rows if r["function"] in ("churn", "blend"))
