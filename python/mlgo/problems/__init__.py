@@ -59,5 +59,15 @@ def same_decisions(a, b) -> bool:
            a.features == b.features and a.action == b.action))
 
 
-__all__ = ["ActionSpec", "Problem", "ProblemError", "get_problem", "problem_names",
-           "same_decisions"]
+def decision_problem(name) -> str:
+  """The problem a policy trained on `name` decides for: the base problem of a reward
+  variant (a regalloc_eviction_perf policy is an eviction policy that export, the
+  plugin and the release compiler take as such), else `name` itself."""
+  p = get_problem(name)
+  if p.variant_of and same_decisions(p.variant_of, p):
+    return p.variant_of
+  return p.name
+
+
+__all__ = ["ActionSpec", "Problem", "ProblemError", "decision_problem", "get_problem",
+           "problem_names", "same_decisions"]

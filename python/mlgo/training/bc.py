@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 
+from mlgo import problems as problems_lib
 from mlgo.policy import architectures, normalization, policy_io
 from mlgo.training import dataset
 
@@ -27,9 +28,14 @@ def heldout_module(name: str, fraction: float, salt: str = "bc") -> bool:
 
 
 def make_spec(problem: str, features: list, norms: list, architecture: dict) -> dict:
-  return {"problem": problem, "features": features,
+  """A policy spec; a reward variant's policy names its decision problem in "problem"
+  and the problem it was trained on in "trained_for"."""
+  spec = {"problem": problems_lib.decision_problem(problem), "features": features,
           "normalization": [n.to_json() for n in norms], "architecture": architecture,
           "format_version": policy_io.FORMAT_VERSION}
+  if spec["problem"] != problems_lib.get_problem(problem).name:
+    spec["trained_for"] = problems_lib.get_problem(problem).name
+  return spec
 
 
 def fit_normalization(ds: dataset.Dataset, features: list, seed: int = 0,

@@ -187,7 +187,9 @@ class Trainer:
       pol = policy_io.load_policy(warmstart)
       if not problems_lib.same_decisions(pol.problem, self.problem_name):
         raise ValueError(f"{warmstart}: policy is for {pol.problem}, not {self.problem_name}")
-      spec = pol.spec
+      spec = dict(pol.spec)
+      if spec["problem"] != self.problem_name:   # a reward variant: record what it learns
+        spec["trained_for"] = self.problem_name
       initial_weights = str(pathlib.Path(warmstart).resolve() / "weights.npz")
     else:
       if not trace:

@@ -89,3 +89,33 @@ def test_default_policy_evaluates_to_zero_change(tiny, tmp_path):
   assert s["change_pct"] == 0.0 and s["regressions"] == 0 and s["modules"] == 6
   total = sum(sum(m.baseline.values()) for m in corpus.modules)
   assert s["default"] == pytest.approx(total)
+
+
+def test_pipeline_with_the_performance_model_reward(tiny, monkeypatch):
+  """regalloc_eviction_perf: the same pipeline, scores from the learned block cost model
+  (llc's address map + models/perf_model); its policy stays an eviction policy."""
+  from mlgo import env  # pylint: disable=import-outside-toplevel
+  from mlgo.training import testing  # pylint: disable=import-outside-toplevel
+  monkeypatch.setenv("MLGO_PERF_MODEL", testing.data_path("models/perf_model/cost_model.json"))
+  corpus, d = tiny
+  out = d / "perf"
+  cfg, pcfg = _configs(1)
+  rep = pipeline.run("regalloc_eviction_perf", corpus, out, cfg=cfg, ppo_config=pcfg)
+  ds = dataset.Dataset(out / "trace")
+  # The trace's scores (default in charge) are the model's cycles per call, the same as
+  # a plain default compile's: not the prepared corpus' remark costs.
+  name, info = next((n, i) for n, i in ds.modules.items() if i.get("scores"))
+  m = corpus.by_name()[name]
+  ref = env.compile_module(m, "regalloc_eviction_perf", env.CompilerDefault())
+  assert ref.ok
+  want = {f"{name}::{fn}": v for fn, v in ref.reward["functions"].items()}
+  assert info["scores"] == pytest.approx(want)
+  assert want != {f"{name}::{fn}": v for fn, v in m.baseline.items()}
+  assert rep["ppo_iterations"] == 1 and rep["eval"]["key"] == "function"
+  pol = policy_io.load_policy(out / "policy")
+  assert pol.problem == "regalloc_eviction"
+  assert pol.spec["trained_for"] == "regalloc_eviction_perf"
+  # The same policy is scored by the remarks reward on request.
+  s = evaluation.evaluate("regalloc_eviction", corpus, out / "policy", d / "perf_static",
+                          split="heldout", use_cache=False)
+  assert s["problem"] == "regalloc_eviction" and s["modules"] == 2
