@@ -8,7 +8,16 @@ from mlgo.problems import inlining, regalloc
 
 def test_registry():
   assert problems.problem_names() == [
-      "inlining", "inlining_ir2vec", "regalloc_eviction", "regalloc_priority"]
+      "inlining", "inlining_ir2vec", "regalloc_eviction", "regalloc_priority",
+      "regalloc_eviction_perf", "regalloc_priority_perf"]
+  # A reward variant: the same decisions, scored by the performance model.
+  perf = problems.get_problem("regalloc_eviction_perf")
+  base = problems.get_problem("regalloc_eviction")
+  assert perf.features == base.features and perf.action == base.action
+  assert perf.variant_of == "regalloc_eviction" and perf.reward_name == "perf_model"
+  assert "-basic-block-address-map" in perf.reward_flags and perf.remarks_filter is None
+  assert problems.decision_problem("regalloc_eviction_perf") == "regalloc_eviction"
+  assert problems.decision_problem("inlining_ir2vec") == "inlining_ir2vec"
   with pytest.raises(KeyError, match="known: inlining"):
     problems.get_problem("vectorize")
   inl = problems.get_problem("inlining")
