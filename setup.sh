@@ -12,6 +12,7 @@ sudo_cmd=""
 
 APT_PACKAGES=(bazel-bootstrap clang-22 llvm-22 llvm-22-dev lld-22 clang-19 llvm-19 llvm-19-dev
   googletest valgrind dpkg-dev default-jdk-headless python3-venv
+  libclang-rt-22-dev  # profile runtime: perf_model corpus (PGO builds)
   libpolly-22-dev curl xz-utils)  # the last three: //llvm_patches:clang_release (relinked libLLVM)
 
 # 1. deb-src entry so `apt-get source` can fetch Debian source packages for corpora.

@@ -5,6 +5,7 @@ reward): profile real programs, fit the model, judge it on held-out programs.
       [--programs=lua,bzip2] [--role=model|heldout] [--variants=default,policy,sampled]
   bazel run //tools:perf_model -- train --data=DATA [--model=models/perf_model/cost_model.json]
   bazel run //tools:perf_model -- report --data=DATA --model=M --output=DIR
+  bazel run //tools:perf_model -- corpus --output=DIR [--role=model]
 
 collect  builds the runtime_check programs from Debian sources with the default
          allocator and with a policy (greedy and sampling), llc writing its basic-block
@@ -14,6 +15,9 @@ train    fits the block cost model on the programs of role "model".
 report   its error on the blocks of the "heldout" programs next to llvm-mca and the
          static spill-weight proxy, and how well each ranks the per-function change
          between two allocations (report.md, report.json, report.png).
+corpus   a prepared llc corpus of the "model" programs' units compiled with their measured
+         profiles (PGO), so llc's block frequencies, and the reward, are measured ones
+         (mlgo/evaluation/profiled_corpus.py); train on it with --corpus=DIR.
 Train a policy with it: --problem=regalloc_eviction_perf (configs/regalloc_eviction_perf.gin).
 """
 import argparse
@@ -41,7 +45,18 @@ def main(argv=None) -> int:
   r.add_argument("--data", required=True)
   r.add_argument("--model", default="models/perf_model/cost_model.json")
   r.add_argument("--output", required=True)
+  k = sub.add_parser("corpus")
+  k.add_argument("--output", required=True)
+  k.add_argument("--role", default="model", choices=["model", "heldout"])
+  k.add_argument("--programs", default="")
+  k.add_argument("--jobs", type=int, default=2)
   a = ap.parse_args(argv)
+  if a.cmd == "corpus":
+    from mlgo.evaluation import profiled_corpus  # pylint: disable=import-outside-toplevel
+    c = profiled_corpus.build(user_path(a.output), role=a.role, jobs=a.jobs,
+                              programs=[p for p in a.programs.split(",") if p] or None)
+    print(f"{len(c.modules)} modules in {c.path} (--corpus={c.path})")
+    return 0 if c.modules else 1
   from mlgo.evaluation import block_profiles, perf_model  # pylint: disable=import-outside-toplevel
   if a.cmd == "collect":
     s = block_profiles.collect(a.problem, user_path(a.output),

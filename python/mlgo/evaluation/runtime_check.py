@@ -274,7 +274,7 @@ def _obj_name(rel: str) -> str:
 
 
 def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version, timeout,
-                llc_flags=(), policy=None):
+                llc_flags=(), policy=None, clang_flags=()):
   """One translation unit: clang -O2 to bitcode, then llc with the allocator under test
   (`policy`, else the policy of spec/weights, else the default). Returns (error | None,
   the compile's reward dict)."""
@@ -282,7 +282,8 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
   bc = obj + ".bc"
   cc = tc.clangxx if rel.endswith(CXX_EXTS) else tc.clang
   r = subprocess.run([cc, "-O2", "-fPIC", "-w", "-c", "-emit-llvm"] + cflags +
-                     [rel, "-o", bc], cwd=src_root, capture_output=True, text=True,
+                     list(clang_flags) + [rel, "-o", bc], cwd=src_root, capture_output=True,
+                     text=True,
                      timeout=timeout)
   if r.returncode != 0:
     return f"clang failed on {rel}: {r.stderr[-300:]}", None
@@ -297,10 +298,13 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
 
 
 def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, jobs=2,
-                  llvm_version=22, timeout=600.0, llc_flags=(), policy=None):
+                  llvm_version=22, timeout=600.0, llc_flags=(), policy=None, clang_flags=(),
+                  link_flags=()):
   """Builds `prog` into out_dir/<name>: every translation unit through llc with the
-  allocator under test (policy, or spec/weights, or the default), extra llc_flags. The
-  per-function scores of `problem`'s reward go to out_dir/functions.json."""
+  allocator under test (policy, or spec/weights, or the default), extra llc_flags (and
+  clang_flags for the -O2 bitcode, link_flags for the link, e.g. PGO's). The optimized
+  bitcode stays beside each object (OBJ.bc); the per-function scores of `problem`'s
+  reward go to out_dir/functions.json."""
   out_dir = pathlib.Path(out_dir)
   out_dir.mkdir(parents=True, exist_ok=True)
   objs, functions = [], {}
@@ -310,7 +314,8 @@ def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, j
       obj = str(out_dir / _obj_name(rel))
       objs.append(obj)
       futs.append(ex.submit(_compile_tu, str(src_root), rel, prog.cflags, obj, problem,
-                            spec, weights, llvm_version, timeout, tuple(llc_flags), policy))
+                            spec, weights, llvm_version, timeout, tuple(llc_flags), policy,
+                            tuple(clang_flags)))
     for f in futs:
       err, reward = f.result()
       if err:
@@ -320,7 +325,7 @@ def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, j
   exe = out_dir / prog.name
   tc = toolchain(llvm_version)
   r = subprocess.run([tc.clangxx if prog.cxx else tc.clang, "-pie", "-o", str(exe)]
-                     + objs + prog.libs,
+                     + list(link_flags) + objs + prog.libs,
                      capture_output=True, text=True)
   if r.returncode != 0:
     raise RuntimeError(f"{prog.name}: link failed: {r.stderr[-500:]}")
