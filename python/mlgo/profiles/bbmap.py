@@ -38,10 +38,22 @@ class MapFunction:
   has_freq: bool
 
 
+def _merge_maps(pairs):
+  # One "BBAddrMap" key per map section (e.g. main in .text.startup, the rest in .text)
+  # within the same JSON object: keep them all.
+  out = {}
+  for k, v in pairs:
+    if k == "BBAddrMap" and k in out:
+      out[k] = list(out[k]) + list(v)
+    else:
+      out[k] = v
+  return out
+
+
 def parse(text: str, name: str = "<readobj>") -> list:
   """MapFunctions of `llvm-readobj --bb-addr-map --elf-output-style=JSON` output."""
   try:
-    doc = json.loads(text)
+    doc = json.loads(text, object_pairs_hook=_merge_maps)
   except json.JSONDecodeError as e:
     raise MapError(f"{name}: llvm-readobj output is not JSON: {e}") from e
   files = doc if isinstance(doc, list) else [doc]

@@ -136,3 +136,18 @@ def test_perf_reward_of_a_real_llc_compile(tmp_path, monkeypatch):
   cost_model._LOADED.clear()
   bad = env.compile_module(mod, "regalloc_eviction_perf", env.CompilerDefault())
   assert not bad.ok and "none.json" in bad.reason
+
+
+def test_map_sections_are_all_read():
+  # llvm-readobj prints one "BBAddrMap" key per map section in the same JSON object
+  # (e.g. main in .text.startup or a profile's .text.hot, the rest in .text).
+  def fn(name, at):
+    return {"Function": {"At": at, "Name": name, "BB Ranges": [
+        {"Base Address": at, "BB Entries": [{"ID": 0, "Offset": 0, "Size": 4},
+                                           {"ID": 1, "Offset": 4, "Size": 2}]}],
+        "PGO analyses": {"PGO BB entries": [{"Frequency": 8}, {"Frequency": 80}]}}}
+  text = ('[{"FileSummary": {}, "BBAddrMap": [' + json.dumps(fn("f", 0)) + '], '
+          '"BBAddrMap": [' + json.dumps(fn("main", 0)) + ']}]')
+  funcs = bbmap.parse(text)
+  assert [f.name for f in funcs] == ["f", "main"]
+  assert [b.rel_freq for b in funcs[1].blocks] == [1.0, 10.0]
