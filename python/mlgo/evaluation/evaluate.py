@@ -232,7 +232,8 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
   ok_names = set()   # compiled by both sides (a module may have no keys: no spill code)
   missing = problem.missing_score
   from mlgo.util.cli import mlgo_home  # pylint: disable=import-outside-toplevel
-  cache = DefaultCache(mlgo_home() / "eval_cache" / f"default-{problem_name}.json")
+  tag = f"-{problem.reward_tag()}" if problem.reward_tag else ""
+  cache = DefaultCache(mlgo_home() / "eval_cache" / f"default-{problem_name}{tag}.json")
   with make_pool(pool_kind, jobs) as pool:
     for m in modules:
       key = _cache_key(m, problem_name, corpus.llvm_version)

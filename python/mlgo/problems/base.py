@@ -81,6 +81,8 @@ class Problem:
   reward_fn: Callable[[dict], dict] = None   # {"object", "remarks", "contexts"} -> reward
   remarks_filter: Optional[str] = None       # -pass-remarks-filter the reward needs
   reward_name: str = "default"              # which reward reward_fn computes
+  reward_tag: Optional[Callable[[], str]] = None  # what else the reward depends on (e.g.
+                                             # a model file's hash), for caches of scores
   reward_flags: Sequence[str] = ()           # other compiler flags the reward needs (every
                                              # compile, with or without the channel)
   default_on_channel: bool = True

@@ -205,8 +205,18 @@ def perf_reward(outputs: dict) -> dict:
   return {"functions": costs, "total": float(sum(costs.values()))}
 
 
+def perf_reward_tag() -> str:
+  """The cost model's content hash: cached scores of one model are not another's."""
+  import hashlib  # pylint: disable=import-outside-toplevel
+  try:
+    return hashlib.sha256(cost_model.shipped_model_path().read_bytes()).hexdigest()[:12]
+  except (OSError, cost_model.ModelError):
+    return "nomodel"
+
+
 PERF_REWARD = dict(
     reward_name="perf_model",
+    reward_tag=perf_reward_tag,
     reward_fn=perf_reward,
     reward_flags=bbmap.FLAGS_LLC,
     remarks_filter=None,
