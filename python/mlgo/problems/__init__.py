@@ -14,7 +14,8 @@ file), registered in the table below.
 
 Registered: "inlining" and "inlining_ir2vec" (inlining.py; the variant also sends the
 callee's and caller's instruction mix, ir2vec.py), "regalloc_eviction" and "regalloc_priority"
-(regalloc.py), and their "_perf" variants scored by the learned performance model. Each module's docstring documents its reward precisely.
+(regalloc.py), and their "_perf" variants scored by the learned performance model.
+Each module's docstring documents its reward precisely.
 """
 from mlgo.problems.base import ActionSpec, Problem, ProblemError
 from mlgo.problems import inlining as _inlining
