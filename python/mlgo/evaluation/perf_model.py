@@ -30,7 +30,8 @@ import numpy as np
 
 from mlgo.evaluation import block_profiles
 from mlgo.evaluation import runtime_check as rc
-from mlgo.profiles import cost_model, mca
+from mlgo.profiles import blocks as blocks_lib, cost_model, mca
+from mlgo.util.stats import spearman
 
 STATIC_WEIGHTS = {"instructions": 1.0, "spills": 1.0, "reloads": 4.0, "stack_folded": 4.0,
                   "copies": 0.2}
@@ -79,7 +80,6 @@ def _static_proxy(rows):
 def _add_mca(data, roles=("model", "heldout")):
   """Adds each executed row's llvm-mca cycles per execution ("mca", NaN where llvm-mca
   could not model the block), from the build's executable (kept beside its profile)."""
-  from mlgo.profiles import blocks as blocks_lib  # pylint: disable=import-outside-toplevel
   for entry in data.values():
     if entry["role"] not in roles or not entry["rows"]:
       continue
@@ -96,17 +96,6 @@ def _mca_rows(rows):
   return np.array([r.get("mca", np.nan) for r in rows], np.float64)
 
 
-def _spearman(a, b) -> float:
-  a, b = np.asarray(a, float), np.asarray(b, float)
-  if len(a) < 3:
-    return float("nan")
-  ra = np.argsort(np.argsort(a)).astype(float)
-  rb = np.argsort(np.argsort(b)).astype(float)
-  if ra.std() == 0 or rb.std() == 0:
-    return float("nan")
-  return float(np.corrcoef(ra, rb)[0, 1])
-
-
 def _errors(pred, meas, ex) -> dict:
   ok = np.isfinite(pred)
   ape = np.abs(pred[ok] - meas[ok]) / np.maximum(meas[ok], 1e-9)
@@ -114,7 +103,7 @@ def _errors(pred, meas, ex) -> dict:
   wape = float((np.abs(pred[ok] - meas[ok]) * ex[ok]).sum() / max(1e-9, tot_m))
   return {"blocks": int(ok.sum()), "mape": float(ape.mean()), "median_ape": float(np.median(ape)),
           "weighted_ape": wape,
-          "spearman": _spearman(pred[ok], meas[ok]),
+          "spearman": spearman(pred[ok], meas[ok]),
           "weighted_total_error": tot_p / tot_m - 1 if tot_m else float("nan")}
 
 
@@ -131,6 +120,34 @@ def _per_function(rows, block_cost, weight):
   return out
 
 
+def _measured(rows):
+  """(measured cycles per execution, executions) of profiled rows."""
+  return (cost_model.measured_per_execution(rows)["cycles"],
+          np.array([r["executions"] for r in rows], float))
+
+
+def _function_costs(entry, model, k_mca=None) -> dict:
+  """Per function of one build: its executed code (sorted block feature tuples) and its
+  cycles measured and as each predictor has them."""
+  rows = [r for r in entry["rows"] if r.get("executions", 0) > 0]
+  m, ex = _measured(rows)
+  pr = model.predict_rows(rows)
+  calls, code = {}, {}
+  for r in rows:
+    if r.get("mbb") == 0:
+      calls[r["function"]] = calls.get(r["function"], 0) + r["executions"]
+    code.setdefault(r["function"], []).append(tuple(r.get(k, 0) for k in blocks_lib.FEATURES))
+  # llc's static frequency (relative to the entry) times the function's measured calls.
+  static = np.array([(r.get("rel_freq") or 0.0) * calls.get(r["function"], 0) for r in rows])
+  res = {"code": {f: sorted(v) for f, v in code.items()},
+         "measured": _per_function(rows, m, ex),
+         "model (profile)": _per_function(rows, pr, ex),
+         "model (static)": _per_function(rows, pr, static)}
+  if k_mca is not None:
+    res["llvm-mca (profile)"] = _per_function(rows, k_mca * _mca_rows(rows), ex)
+  return res
+
+
 def report(data_dir, model_path, out_dir, stream=sys.stderr) -> dict:
   data = load(data_dir)
   model = cost_model.CostModel.load(model_path)
@@ -141,16 +158,13 @@ def report(data_dir, model_path, out_dir, stream=sys.stderr) -> dict:
   held_rows = _rows_of(data, "heldout")
   if not held_rows:
     raise ValueError(f"{data_dir}: no profiles of programs with role 'heldout'")
-  def meas_ex(rows):
-    return (cost_model.measured_per_execution(rows)["cycles"],
-            np.array([r["executions"] for r in rows], float))
-  tm, tex = meas_ex(train_rows)
+  tm, tex = _measured(train_rows)
   has_mca = all(v["exe"].exists() for v in data.values())
   if has_mca:
     _add_mca(data)
   k_static = _scale(_static_proxy(train_rows), tm, tex)
   k_mca = _scale(_mca_rows(train_rows), tm, tex) if has_mca else float("nan")
-  hm, hex_ = meas_ex(held_rows)
+  hm, hex_ = _measured(held_rows)
   preds = {"model": model.predict_rows(held_rows),
            "static proxy": k_static * _static_proxy(held_rows)}
   if has_mca:
@@ -165,33 +179,11 @@ def report(data_dir, model_path, out_dir, stream=sys.stderr) -> dict:
     base = data.get((prog, "default"))
     if base is None:
       continue
-    def fn_costs(entry):
-      rows = [r for r in entry["rows"] if r.get("executions", 0) > 0]
-      m, ex = meas_ex(rows)
-      pr = model.predict_rows(rows)
-      entry_ex = {}
-      for r in rows:
-        if r.get("mbb") == 0:
-          entry_ex[r["function"]] = entry_ex.get(r["function"], 0) + r["executions"]
-      rel = np.array([r.get("rel_freq") or 0.0 for r in rows])
-      calls = np.array([entry_ex.get(r["function"], 0) for r in rows], float)
-      code = {}
-      for r in rows:   # what the function's executed code is made of
-        code.setdefault(r["function"], []).append(
-            tuple(r.get(k, 0) for k in cost_model.blocks_lib.FEATURES))
-      res = {"code": {f: sorted(v) for f, v in code.items()},
-             "measured": _per_function(rows, m, ex),
-             "model (profile)": _per_function(rows, pr, ex),
-             "model (static)": _per_function(rows, pr, rel * calls),
-             "remarks (static)": None}
-      if has_mca:
-        res["llvm-mca (profile)"] = _per_function(rows, k_mca * _mca_rows(rows), ex)
-      return res, entry_ex
-    b, b_calls = fn_costs(base)
+    b = _function_costs(base, model, k_mca if has_mca else None)
     for (p2, variant), entry in data.items():
       if p2 != prog or variant == "default":
         continue
-      o, o_calls = fn_costs(entry)
+      o = _function_costs(entry, model, k_mca if has_mca else None)
       for fn, m0 in b["measured"].items():
         m1 = o["measured"].get(fn)
         # Only functions whose code the other allocation changed: elsewhere a measured
@@ -218,7 +210,7 @@ def report(data_dir, model_path, out_dir, stream=sys.stderr) -> dict:
       continue
     nz = ok & (meas != 0) & (v != 0)
     alloc_table[k] = {"functions": int(ok.sum()),
-                      "spearman": _spearman(v[ok], meas[ok]),
+                      "spearman": spearman(v[ok], meas[ok]),
                       "sign_agreement": float(np.mean(np.sign(v[nz]) == np.sign(meas[nz])))
                       if nz.any() else float("nan"),
                       "predicted_unchanged": float(np.mean(v[ok] == 0))}

@@ -21,6 +21,7 @@ import pathlib
 import numpy as np
 
 from mlgo.util.files import write_json_atomic
+from mlgo.util.stats import spearman
 
 FORMAT = 2
 INSTRUCTIONS_DIM = "instructions"
@@ -129,26 +130,6 @@ def mape(pred, real) -> float:
 def median_ape(pred, real) -> float:
   real = np.asarray(real, np.float64)
   return float(np.median(np.abs(np.asarray(pred, np.float64) - real) / np.maximum(real, 1.0)))
-
-
-def _ranks(v):
-  v = np.asarray(v, np.float64)
-  order = np.argsort(v, kind="mergesort")
-  r = np.empty(len(v))
-  r[order] = np.arange(len(v), dtype=np.float64)
-  # Ties share their average rank.
-  _, inv, counts = np.unique(v, return_inverse=True, return_counts=True)
-  sums = np.bincount(inv, weights=r)
-  return sums[inv] / counts[inv]
-
-
-def spearman(a, b) -> float:
-  if len(a) < 2:
-    return float("nan")
-  ra, rb = _ranks(a), _ranks(b)
-  ra, rb = ra - ra.mean(), rb - rb.mean()
-  den = np.sqrt((ra * ra).sum() * (rb * rb).sum())
-  return float((ra * rb).sum() / den) if den else float("nan")
 
 
 class ScaleBaseline:
