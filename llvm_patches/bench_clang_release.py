@@ -1,20 +1,28 @@
 """Compile time of the release prefix (//llvm_patches:clang_release) against stock clang-22.
 
     bazel run //llvm_patches:bench_clang_release -- [--modules=40] [--repeats=3] [--corpus=DIR]
+        [--measure=cpu|instructions] [--compiler=NAME=PATH/TO/clang ...]
 
 On N modules of a corpus (default: the default -Oz corpus if built, else bzip2 + tinyxml2
-compiled into a temporary corpus), sums per module the best-of-R CPU time (user + sys of
-the compiler process) of:
+compiled into a temporary corpus), sums per module, for each route:
+  --measure=cpu           the best-of-R CPU time (user + sys of the compiler process);
+  --measure=instructions  the instructions the compiler executes, counted by valgrind
+                          (callgrind, no cache simulation): deterministic, so it shows a
+                          1% difference that CPU time on a shared machine hides (~40x slower).
+The routes:
   stock        clang-22 -Oz (Debian's libLLVM, default heuristic)
   prefix       PREFIX/bin/clang -Oz (relinked libLLVM, default heuristic)
   release      PREFIX/bin/clang -Oz -mllvm -enable-ml-inliner=release (compiled-in model)
   plugin       clang-22 -Oz -fpass-plugin=inline_advisor.so (same model, plugin route)
+  NAME         PATH -Oz -mllvm -enable-ml-inliner=release, for each --compiler (e.g. the
+               source route's build/bin/clang)
 and prints each as a ratio to stock. The goal for `release` is <= 1.01x.
 """
 import argparse
 import os
 import pathlib
 import pwd
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,6 +57,20 @@ def cpu_seconds(argv) -> float:
   return ru.ru_utime + ru.ru_stime
 
 
+def instructions(argv, out_file: pathlib.Path) -> float:
+  """Instructions one compile executes, from callgrind's summary line."""
+  cmd = ["valgrind", "--tool=callgrind", "--cache-sim=no", "--branch-sim=no",
+         f"--callgrind-out-file={out_file}"] + [str(a) for a in argv]
+  r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+  if r.returncode != 0:
+    raise RuntimeError(f"failed under valgrind ({r.returncode}): {' '.join(map(str, argv))}\n"
+                       + r.stderr[-2000:])
+  for line in out_file.read_text(errors="replace").splitlines():
+    if line.startswith(("summary:", "totals:")):
+      return float(line.split()[1])
+  raise RuntimeError(f"{out_file}: no summary line in callgrind's output")
+
+
 def _home() -> pathlib.Path:
   return pathlib.Path(os.environ.get("MLGO_HOME") or
                       pathlib.Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "mlgo")
@@ -59,6 +81,9 @@ def main(argv=None):
   ap.add_argument("--modules", type=int, default=40)
   ap.add_argument("--repeats", type=int, default=3)
   ap.add_argument("--corpus", default="")
+  ap.add_argument("--measure", choices=["cpu", "instructions"], default="cpu")
+  ap.add_argument("--compiler", action="append", default=[], metavar="NAME=CLANG",
+                  help="another release-mode clang to time, e.g. the source route's")
   args = ap.parse_args(argv)
   prefix = _runfile("llvm_patches/clang_release")
   plugin = _runfile("cc/inline_plugin/plugin_inlining_oz.so")
@@ -78,20 +103,31 @@ def main(argv=None):
       "release": (str(prefix / "bin/clang"), ["-mllvm", "-enable-ml-inliner=release"]),
       "plugin": (tc.clang, [f"-fpass-plugin={plugin}"]),
   }
+  for spec in args.compiler:
+    name, sep, path = spec.partition("=")
+    if not sep or not os.access(path, os.X_OK):
+      sys.exit(f"bench_clang_release: --compiler={spec}: want NAME=/path/to/clang (executable)")
+    routes[name] = (path, ["-mllvm", "-enable-ml-inliner=release"])
+  if args.measure == "instructions":
+    measure, repeats, unit = (lambda a, o: instructions(a, o.with_suffix(".cg"))), 1, "Minstr"
+  else:
+    measure, repeats, unit = (lambda a, o: cpu_seconds(a)), args.repeats, "cpu_s"
   totals = dict.fromkeys(routes, 0.0)
   start = time.time()
   for i, m in enumerate(mods):
     for name, (clang, extra) in routes.items():
       out = tmp / f"{name}.o"
       # Interleaved repeats, best of R: the least disturbed run of each route.
-      totals[name] += min(cpu_seconds(m.compile_argv(clang, out, extra))
-                          for _ in range(args.repeats))
+      totals[name] += min(measure(m.compile_argv(clang, out, extra), out)
+                          for _ in range(repeats))
     print(f"\r{i + 1}/{len(mods)} modules", end="", file=sys.stderr, flush=True)
   print(file=sys.stderr)
-  print(f"corpus={corpus_dir} modules={len(mods)} repeats={args.repeats} "
+  print(f"corpus={corpus_dir} modules={len(mods)} measure={args.measure} repeats={repeats} "
         f"wall={time.time() - start:.0f}s")
+  scale = 1e-6 if args.measure == "instructions" else 1.0
   for name, t in totals.items():
-    print(f"{name:8s} cpu={t:8.2f}s  ratio_to_stock={t / totals['stock']:.4f}")
+    print(f"{name:8s} {unit}={t * scale:10.2f}  ratio_to_stock={t / totals['stock']:.4f}")
+  shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
