@@ -8,7 +8,7 @@ compiled into a temporary corpus), sums per module, for each route:
   --measure=cpu           the best-of-R CPU time (user + sys of the compiler process);
   --measure=instructions  the instructions the compiler executes, counted by valgrind
                           (callgrind, no cache simulation): deterministic, so it shows a
-                          1% difference that CPU time on a shared machine hides (~40x slower).
+                          1% difference that CPU time on a shared machine hides (tens of times slower).
 The routes:
   stock        clang-22 -Oz (Debian's libLLVM, default heuristic)
   prefix       PREFIX/bin/clang -Oz (relinked libLLVM, default heuristic)
@@ -85,6 +85,12 @@ def main(argv=None):
   ap.add_argument("--compiler", action="append", default=[], metavar="NAME=CLANG",
                   help="another release-mode clang to time, e.g. the source route's")
   args = ap.parse_args(argv)
+  others = {}
+  for spec in args.compiler:
+    name, sep, path = spec.partition("=")
+    if not sep or not os.access(path, os.X_OK):
+      sys.exit(f"bench_clang_release: --compiler={spec}: want NAME=/path/to/clang (executable)")
+    others[name] = (path, ["-mllvm", "-enable-ml-inliner=release"])
   prefix = _runfile("llvm_patches/clang_release")
   plugin = _runfile("cc/inline_plugin/plugin_inlining_oz.so")
   tc = toolchain(22)
@@ -103,31 +109,29 @@ def main(argv=None):
       "release": (str(prefix / "bin/clang"), ["-mllvm", "-enable-ml-inliner=release"]),
       "plugin": (tc.clang, [f"-fpass-plugin={plugin}"]),
   }
-  for spec in args.compiler:
-    name, sep, path = spec.partition("=")
-    if not sep or not os.access(path, os.X_OK):
-      sys.exit(f"bench_clang_release: --compiler={spec}: want NAME=/path/to/clang (executable)")
-    routes[name] = (path, ["-mllvm", "-enable-ml-inliner=release"])
+  routes.update(others)
   if args.measure == "instructions":
     measure, repeats, unit = (lambda a, o: instructions(a, o.with_suffix(".cg"))), 1, "Minstr"
   else:
     measure, repeats, unit = (lambda a, o: cpu_seconds(a)), args.repeats, "cpu_s"
-  totals = dict.fromkeys(routes, 0.0)
-  start = time.time()
-  for i, m in enumerate(mods):
-    for name, (clang, extra) in routes.items():
-      out = tmp / f"{name}.o"
-      # Interleaved repeats, best of R: the least disturbed run of each route.
-      totals[name] += min(measure(m.compile_argv(clang, out, extra), out)
-                          for _ in range(repeats))
-    print(f"\r{i + 1}/{len(mods)} modules", end="", file=sys.stderr, flush=True)
-  print(file=sys.stderr)
-  print(f"corpus={corpus_dir} modules={len(mods)} measure={args.measure} repeats={repeats} "
-        f"wall={time.time() - start:.0f}s")
-  scale = 1e-6 if args.measure == "instructions" else 1.0
-  for name, t in totals.items():
-    print(f"{name:8s} {unit}={t * scale:10.2f}  ratio_to_stock={t / totals['stock']:.4f}")
-  shutil.rmtree(tmp, ignore_errors=True)
+  try:
+    totals = dict.fromkeys(routes, 0.0)
+    start = time.time()
+    for i, m in enumerate(mods):
+      for name, (clang, extra) in routes.items():
+        out = tmp / f"{name}.o"
+        # Interleaved repeats, best of R: the least disturbed run of each route.
+        totals[name] += min(measure(m.compile_argv(clang, out, extra), out)
+                            for _ in range(repeats))
+      print(f"\r{i + 1}/{len(mods)} modules", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    print(f"corpus={corpus_dir} modules={len(mods)} measure={args.measure} repeats={repeats} "
+          f"wall={time.time() - start:.0f}s")
+    scale = 1e-6 if args.measure == "instructions" else 1.0
+    for name, t in totals.items():
+      print(f"{name:8s} {unit}={t * scale:10.2f}  ratio_to_stock={t / totals['stock']:.4f}")
+  finally:
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
