@@ -133,14 +133,41 @@ def load_policy(policy_dir, greedy: bool = True, seed: int | None = None) -> Pol
 _TF_DTYPES = {"int64": "int64", "int32": "int32", "float32": "float32", "float64": "float64"}
 
 
+def _boundary_groups(norm):
+  """The normalizer's boundaries for the graph: features grouped by boundary count rounded
+  up to a power of two, each group a padded [G, K] matrix (+inf boundaries, zero
+  increments), and the permutation back to feature order.
+
+  One matrix padded to the longest feature (254 boundaries for inlining, 38 features)
+  made the compiled model compare 9,652 pairs per decision, 8x what the groups need
+  (1,213), and that compare was most of the model's time in the compiler. The sums are of
+  multiples of 1/1024 below 1, exact in float64 in any order: same decisions.
+  """
+  by_k = {}
+  for i, n in enumerate(norm.norms):
+    k = 1 << max(0, len(n.boundaries) - 1).bit_length()
+    by_k.setdefault(k, []).append(i)
+  groups, order = [], []
+  for k, idx in sorted(by_k.items()):
+    ix = np.asarray(idx)
+    b = np.full((len(idx), k), np.inf)
+    b[:, :min(k, norm.bmat.shape[1])] = norm.bmat[ix, :k]
+    d = np.zeros((len(idx), k))
+    d[:, :min(k, norm.dmat.shape[1])] = norm.dmat[ix, :k]
+    groups.append((ix.astype(np.int32), b, d))
+    order += idx
+  inverse = np.argsort(np.asarray(order)).astype(np.int32)
+  return groups, inverse
+
+
 def export_saved_model(policy: Policy, path):
   """TF SavedModel with signature "action": raw features in, decision out."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   spec = policy.spec
   arch = spec["architecture"]
   norm = policy.normalizer
-  bmat = norm.bmat.copy()
-  dmat, mean, std = norm.dmat.copy(), norm.mean.copy(), norm.std.copy()
+  groups, inverse = _boundary_groups(norm)
+  mean, std = norm.mean.copy(), norm.std.copy()
   feats = policy.features
   inputs = [tf.TensorSpec(shape=[1] + list(f["shape"]) if f["shape"] != [1] else [1],
                           dtype=getattr(tf, _TF_DTYPES[f["dtype"]]), name=f["name"])
@@ -164,8 +191,12 @@ def export_saved_model(policy: Policy, path):
       if defer:
         args, default = args[:-1], args[-1]
       x = tf.concat([tf.reshape(tf.cast(a, tf.float64), [1, -1]) for a in args], axis=1)
-      q = tf.reduce_sum(tf.cast(x[:, :, None] >= tf.constant(bmat), tf.float64)
-                        * tf.constant(dmat), axis=-1)
+      # The empirical CDF: per group of features, compare against the group's padded
+      # boundaries, weight by the CDF increments, sum; then back to feature order.
+      qs = [tf.reduce_sum(tf.cast(tf.gather(x, idx, axis=1)[:, :, None] >= tf.constant(b),
+                                  tf.float64) * tf.constant(d), axis=-1)
+            for idx, b, d in groups]
+      q = tf.gather(tf.concat(qs, axis=1), inverse, axis=1)
       s = tf.sign(x) * tf.math.log1p(tf.abs(x))
       z = (s - tf.constant(mean)) / tf.constant(std)
       enc = tf.reshape(tf.stack([q, tf.sqrt(q), z], axis=-1), [1, -1])
