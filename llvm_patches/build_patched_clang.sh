@@ -158,11 +158,9 @@ for opt in TENSORFLOW_AOT_PATH LLVM_INLINER_MODEL_PATH LLVM_RAEVICT_MODEL_PATH; 
       "$SOURCE_DIR/llvm/lib/CodeGen/CMakeLists.txt" || fail "$opt not found in the LLVM sources"
 done
 ok "LLVM sources know TENSORFLOW_AOT_PATH, LLVM_INLINER_MODEL_PATH, LLVM_RAEVICT_MODEL_PATH"
-# Project patches, if any (none needed for LLVM 22.1: the release-mode hooks are upstream).
-for p in "$HERE"/*.patch; do
-  [[ -e "$p" ]] || continue
-  patch -d "$SOURCE_DIR" -p1 --forward < "$p" || fail "patch $p does not apply"
-done
+# mlgo's source edits (source_edits.py; the relink route compiles the same edited files).
+# The release-mode hooks themselves are upstream in LLVM 22.1.
+python3 "$HERE/source_edits.py" apply "$SOURCE_DIR" || fail "mlgo's source edits do not apply"
 echo "sources ready in $(( $(date +%s) - T0 )) s: $SOURCE_DIR"
 if [[ $PREPARE_ONLY == 1 ]]; then
   exit 0

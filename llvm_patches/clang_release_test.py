@@ -132,6 +132,23 @@ def test_inliner_release_matches_plugin_on_corpus(corpus, tmp_path):
   assert changed_vs_default >= 3
 
 
+def test_loop_stats_edit_is_built_in_and_changes_no_decision(corpus, tmp_path):
+  """source_edits.py's FunctionPropertiesAnalysis edit is compiled in (its option exists:
+  stock clang rejects it), and the upstream behaviour it skips (recomputing LoopInfo after
+  each inlining) gives the same objects: no inlining model reads loop statistics."""
+  info = json.loads((PREFIX / "share/mlgo/release.json").read_text())
+  assert list(info["edited_sources"]) == ["llvm/lib/Analysis/FunctionPropertiesAnalysis.cpp"]
+  upstream = INLINE_RELEASE + ["-mllvm", "-mlgo-fpi-update-loop-stats"]
+  stock = subprocess.run([TC.clang, "-mllvm", "-mlgo-fpi-update-loop-stats", "-c", "-x", "c",
+                          "/dev/null", "-o", tmp_path / "n.o"], capture_output=True, text=True)
+  assert stock.returncode != 0 and "mlgo-fpi-update-loop-stats" in stock.stderr
+  for m in corpus.modules[::2]:
+    a, b = tmp_path / f"{_stem(m)}.mlgo.o", tmp_path / f"{_stem(m)}.upstream.o"
+    _run(m.compile_argv(str(PREFIX / "bin/clang"), a, INLINE_RELEASE))
+    _run(m.compile_argv(str(PREFIX / "bin/clang"), b, upstream))
+    assert filecmp.cmp(a, b, shallow=False), m.name
+
+
 def test_prefix_without_ml_flags_compiles_like_stock(corpus, tmp_path):
   for m in corpus.modules[::3]:
     a, b = tmp_path / f"{_stem(m)}.p.o", tmp_path / f"{_stem(m)}.s.o"

@@ -36,6 +36,8 @@ import subprocess
 import sys
 import tempfile
 
+import source_edits  # the sibling file (also when run by a Bazel repository rule)
+
 HERE = pathlib.Path(__file__).resolve().parent
 DEFAULT_PINS = HERE / "debian_pins.json"
 
@@ -47,6 +49,12 @@ ADVISOR_SOURCES = {
     "evict": ("llvm/lib/CodeGen/MLRegAllocEvictAdvisor.cpp", "libLLVMCodeGen.a",
               "MLRegAllocEvictAdvisor.cpp.o", "LLVM_HAVE_TF_AOT_REGALLOCEVICTMODEL",
               "RegAllocEvictModel"),
+}
+# LLVM sources recompiled with an mlgo edit (source_edits.py) when that model is built in:
+# {model kind: [(source, archive, member)]}.
+EDITED_SOURCES = {
+    "inliner": [(source_edits.FPI_SOURCE, "libLLVMAnalysis.a",
+                 "FunctionPropertiesAnalysis.cpp.o")],
 }
 # Besides the two sources: the private headers next to them (a tar wildcard, '/' not
 # matched), and the version script of LLVM's shared library.
@@ -226,8 +234,12 @@ def extract(pins: dict, cache=None) -> pathlib.Path:
   cache = pathlib.Path(cache or mlgo_home() / "debian_llvm")
   sha = pins["files"]["orig"]["sha256"]
   dest = cache / f"src-{sha[:12]}"
-  members = [s for s, *_ in ADVISOR_SOURCES.values()] + list(EXTRA_SOURCE_FILES)
-  if (dest / ".complete").exists():
+  members = ([s for s, *_ in ADVISOR_SOURCES.values()] +
+             [s for edited in EDITED_SOURCES.values() for s, *_ in edited] +
+             list(EXTRA_SOURCE_FILES))
+  done = dest / ".complete"
+  # An extraction made for a shorter member list (an older mlgo) is redone.
+  if done.exists() and done.read_text().splitlines() == members:
     return dest
   tarball = fetch(pins, ("orig",), cache)["orig"]
   tmp = pathlib.Path(tempfile.mkdtemp(dir=cache, prefix="extract-"))
@@ -366,7 +378,7 @@ def _build(args, pins, versions, cxx, cxx_id, llvm, src_root, out, work, cache):
   models = {"inliner": args.inliner_aot, "evict": args.evict_aot}
   jobs = []  # (src, flags, out, key_files)
   objs = []
-  replaced = {}  # archive -> member
+  replaced = {}  # archive -> [members]
   provenance = {"debian": {"source_package": pins["source_package"], "version": pins["version"],
                            "orig_sha256": pins["files"]["orig"]["sha256"],
                            "installed": versions},
@@ -392,7 +404,19 @@ def _build(args, pins, versions, cxx, cxx_id, llvm, src_root, out, work, cache):
     o = work / member
     jobs.append((src_root / rel, flags, o, [inc / f"{cls}.h"]))
     objs.append(o)
-    replaced[archive] = member
+    replaced.setdefault(archive, []).append(member)
+    for erel, earchive, emember in EDITED_SOURCES.get(kind, ()):
+      try:
+        edited = source_edits.write_edited(src_root, erel, work / "edited")
+      except source_edits.EditError as e:
+        raise Error(str(e)) from e
+      eflags = [*LLVM_CXXFLAGS, *maps, f"-ffile-prefix-map={work / 'edited'}=src",
+                f"-I{llvm / 'include'}", f"-I{src_root / pathlib.Path(erel).parent}"]
+      o = work / emember
+      jobs.append((edited, eflags, o, []))
+      objs.append(o)
+      replaced.setdefault(earchive, []).append(emember)
+      provenance.setdefault("edited_sources", {})[erel] = sha256_file(edited)
   if not replaced:
     raise Error("give --inliner_aot and/or --evict_aot")
   for rel in XLA_RUNTIME_SOURCES:
@@ -414,9 +438,10 @@ def _build(args, pins, versions, cxx, cxx_id, llvm, src_root, out, work, cache):
       copy = work / name
       shutil.copyfile(libdir / name, copy)
       listing = run(["ar", "t", copy], f"ar t {name}").stdout.split()
-      if listing.count(replaced[name]) != 1:
-        raise Error(f"{name} has {listing.count(replaced[name])} members {replaced[name]}")
-      run(["ar", "dD", copy, replaced[name]], f"ar d {name} {replaced[name]}")
+      for member in replaced[name]:
+        if listing.count(member) != 1:
+          raise Error(f"{name} has {listing.count(member)} members {member}")
+      run(["ar", "dD", copy, *replaced[name]], f"ar d {name} {' '.join(replaced[name])}")
       link_archives.append(copy)
     else:
       link_archives.append(libdir / name)
