@@ -178,7 +178,19 @@ cmake -G Ninja -S "$SOURCE_DIR/llvm" -B "$WORKDIR/build" -C "$CACHE_FILE" \
   -DTENSORFLOW_AOT_PATH="$TF_DIR" $INL_ARGS $EV_ARGS "${LAUNCHER[@]}" \
   -DPython3_EXECUTABLE="$PYTHON"
 T2=$(date +%s)
+# LLVM's build runs saved_model_cli with no dependency on the model's files, so a changed
+# policy would keep the old compiled model. A stamp of the models' contents decides when
+# the generated model files must go (then ninja regenerates them and relinks).
+STAMP="$WORKDIR/build/.mlgo-models.sha256"
+NEW_STAMP="$( { for d in "$INLINER" "$EVICT"; do
+    [[ -n "$d" ]] && find "$d" -type f \( -path '*saved_policy*' -o -path '*llvm_embed*' \) \
+        -print0 | sort -z | xargs -0 sha256sum | awk '{print $1}'; echo "--"; done; } | sha256sum)"
+if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$NEW_STAMP" ]]; then
+  rm -f "$WORKDIR"/build/lib/Analysis/InlinerSizeModel* "$WORKDIR"/build/lib/CodeGen/RegAllocEvictModel*
+  ok "models changed (or first build): their generated files are rebuilt"
+fi
 ninja -C "$WORKDIR/build" -j "$JOBS" clang llc opt
+echo "$NEW_STAMP" > "$STAMP"
 T3=$(date +%s)
 {
   echo "configure_seconds=$((T2 - T1))"
