@@ -1,7 +1,7 @@
 """Compile time of the release prefix (//llvm_patches:clang_release) against stock clang-22.
 
     bazel run //llvm_patches:bench_clang_release -- [--modules=40] [--repeats=3] [--corpus=DIR]
-        [--measure=cpu|instructions] [--compiler=NAME=PATH/TO/clang ...]
+        [--measure=cpu|instructions] [--jobs=N] [--compiler=NAME=PATH/TO/clang ...]
 
 On N modules of a corpus (default: the default -Oz corpus if built, else bzip2 + tinyxml2
 compiled into a temporary corpus), sums per module, for each route:
@@ -19,6 +19,7 @@ The routes:
 and prints each as a ratio to stock. The goal for `release` is <= 1.01x.
 """
 import argparse
+import concurrent.futures
 import os
 import pathlib
 import pwd
@@ -82,6 +83,9 @@ def main(argv=None):
   ap.add_argument("--repeats", type=int, default=3)
   ap.add_argument("--corpus", default="")
   ap.add_argument("--measure", choices=["cpu", "instructions"], default="cpu")
+  ap.add_argument("--jobs", type=int, default=1,
+                  help="parallel compiles with --measure=instructions (counts do not depend "
+                       "on load; CPU times do, so --measure=cpu always runs one at a time)")
   ap.add_argument("--compiler", action="append", default=[], metavar="NAME=CLANG",
                   help="another release-mode clang to time, e.g. the source route's")
   args = ap.parse_args(argv)
@@ -114,16 +118,25 @@ def main(argv=None):
     measure, repeats, unit = (lambda a, o: instructions(a, o.with_suffix(".cg"))), 1, "Minstr"
   else:
     measure, repeats, unit = (lambda a, o: cpu_seconds(a)), args.repeats, "cpu_s"
+  jobs = args.jobs if args.measure == "instructions" else 1
+
+  def one_module(i, m):
+    got = {}
+    for name, (clang, extra) in routes.items():
+      out = tmp / f"{i}.{name}.o"
+      # Interleaved repeats, best of R: the least disturbed run of each route.
+      got[name] = min(measure(m.compile_argv(clang, out, extra), out) for _ in range(repeats))
+    return got
+
   try:
     totals = dict.fromkeys(routes, 0.0)
     start = time.time()
-    for i, m in enumerate(mods):
-      for name, (clang, extra) in routes.items():
-        out = tmp / f"{name}.o"
-        # Interleaved repeats, best of R: the least disturbed run of each route.
-        totals[name] += min(measure(m.compile_argv(clang, out, extra), out)
-                            for _ in range(repeats))
-      print(f"\r{i + 1}/{len(mods)} modules", end="", file=sys.stderr, flush=True)
+    with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as ex:
+      futures = [ex.submit(one_module, i, m) for i, m in enumerate(mods)]
+      for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
+        for name, v in fut.result().items():
+          totals[name] += v
+        print(f"\r{done}/{len(mods)} modules", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
     print(f"corpus={corpus_dir} modules={len(mods)} measure={args.measure} repeats={repeats} "
           f"wall={time.time() - start:.0f}s")
