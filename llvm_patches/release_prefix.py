@@ -410,8 +410,8 @@ def _build(args, pins, versions, cxx, cxx_id, llvm, src_root, out, work, cache):
         edited = source_edits.write_edited(src_root, erel, work / "edited")
       except source_edits.EditError as e:
         raise Error(str(e)) from e
-      eflags = [*LLVM_CXXFLAGS, *maps, f"-ffile-prefix-map={work / 'edited'}=src",
-                f"-I{llvm / 'include'}", f"-I{src_root / pathlib.Path(erel).parent}"]
+      eflags = [*LLVM_CXXFLAGS, *maps, f"-I{llvm / 'include'}",
+                f"-I{src_root / pathlib.Path(erel).parent}"]
       o = work / emember
       jobs.append((edited, eflags, o, []))
       objs.append(o)

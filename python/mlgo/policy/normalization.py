@@ -127,6 +127,30 @@ class Normalizer:
   def names(self):
     return [n.name for n in self.norms]
 
+  def boundary_groups(self):
+    """The boundaries for the TF graph: elements grouped by boundary count rounded up to a
+    power of two, each group (indices, [G, K] boundaries padded with +inf, [G, K] CDF
+    increments padded with 0), and the permutation from group order back to element order.
+
+    bmat pads every element to the longest one (254 boundaries for inlining): compiled,
+    that was 9,652 compares a decision where the groups need 1,213, and most of the
+    model's time in the compiler. The sums are of multiples of 1/1024 below 1, exact in
+    float64 in any order, so the decisions are the same.
+    """
+    by_k = {}
+    for i, n in enumerate(self.norms):
+      by_k.setdefault(1 << max(0, len(n.boundaries) - 1).bit_length(), []).append(i)
+    groups, order = [], []
+    for k, idx in sorted(by_k.items()):
+      b, d = np.full((len(idx), k), np.inf), np.zeros((len(idx), k))
+      for row, i in enumerate(idx):
+        n = self.norms[i]
+        b[row, :len(n.boundaries)] = n.boundaries
+        d[row, :len(n.boundaries)] = n.increments
+      groups.append((np.asarray(idx, np.int32), b, d))
+      order += idx
+    return groups, np.argsort(np.asarray(order)).astype(np.int32)
+
   def encode_scalar_rows(self, x: np.ndarray) -> np.ndarray:
     """x: [N, F] float64 raw values (feature order of self.norms) -> [N, 3F] float32."""
     x = np.asarray(x, np.float64)

@@ -133,40 +133,13 @@ def load_policy(policy_dir, greedy: bool = True, seed: int | None = None) -> Pol
 _TF_DTYPES = {"int64": "int64", "int32": "int32", "float32": "float32", "float64": "float64"}
 
 
-def _boundary_groups(norm):
-  """The normalizer's boundaries for the graph: features grouped by boundary count rounded
-  up to a power of two, each group a padded [G, K] matrix (+inf boundaries, zero
-  increments), and the permutation back to feature order.
-
-  One matrix padded to the longest feature (254 boundaries for inlining, 38 features)
-  made the compiled model compare 9,652 pairs per decision, 8x what the groups need
-  (1,213), and that compare was most of the model's time in the compiler. The sums are of
-  multiples of 1/1024 below 1, exact in float64 in any order: same decisions.
-  """
-  by_k = {}
-  for i, n in enumerate(norm.norms):
-    k = 1 << max(0, len(n.boundaries) - 1).bit_length()
-    by_k.setdefault(k, []).append(i)
-  groups, order = [], []
-  for k, idx in sorted(by_k.items()):
-    ix = np.asarray(idx)
-    b = np.full((len(idx), k), np.inf)
-    b[:, :min(k, norm.bmat.shape[1])] = norm.bmat[ix, :k]
-    d = np.zeros((len(idx), k))
-    d[:, :min(k, norm.dmat.shape[1])] = norm.dmat[ix, :k]
-    groups.append((ix.astype(np.int32), b, d))
-    order += idx
-  inverse = np.argsort(np.asarray(order)).astype(np.int32)
-  return groups, inverse
-
-
 def export_saved_model(policy: Policy, path):
   """TF SavedModel with signature "action": raw features in, decision out."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   spec = policy.spec
   arch = spec["architecture"]
   norm = policy.normalizer
-  groups, inverse = _boundary_groups(norm)
+  groups, inverse = norm.boundary_groups()
   mean, std = norm.mean.copy(), norm.std.copy()
   feats = policy.features
   inputs = [tf.TensorSpec(shape=[1] + list(f["shape"]) if f["shape"] != [1] else [1],

@@ -84,3 +84,28 @@ def test_nan_encodes_like_the_tf_graph():
     if n > 1:
       assert (one[1:, :2] == 0).all() and (rows[1:, :2] == 0).all()
       assert np.isnan(one[1:, 2]).all()
+
+
+def test_boundary_groups_give_the_same_cdf_as_the_normalizer():
+  """The saved model compares each feature against its boundaries padded only to a power
+  of two (features grouped by that size); the CDF must equal the numpy normalizer's, bit
+  for bit, on boundary values, between them, beyond both ends, at +-inf and NaN."""
+  rng = np.random.default_rng(7)
+  # Boundary counts 1, 2, 3, 5, 9, ~17, ~60, ~256: several groups, some with one member.
+  norms = [normalization.fit_feature(f"f{i}", rng.integers(0, hi, size=4000))
+           for i, hi in enumerate([1, 2, 3, 5, 9, 17, 60, 100000])]
+  norms.append(norms[-1])  # an [1, 2] feature expands to two elements sharing one norm
+  norm = normalization.Normalizer(norms)
+  groups, inverse = norm.boundary_groups()
+  sizes = sorted(b.shape[1] for _, b, _ in groups)
+  assert sizes == sorted(set(sizes)) and all(k & (k - 1) == 0 for k in sizes)
+  assert sum(b.size for _, b, _ in groups) < norm.bmat.size / 2
+  vals = np.concatenate([np.concatenate([n.boundaries for n in norms]),
+                         np.concatenate([n.boundaries for n in norms]) + 0.5,
+                         [-1e30, -1.0, 1e30, np.inf, -np.inf, np.nan]])
+  x = rng.choice(vals, size=(500, len(norms)))
+  q = np.concatenate([((x[:, idx, None] >= b) * d).sum(axis=-1) for idx, b, d in groups],
+                     axis=1)[:, inverse]
+  want = norm.encode_scalar_rows(x)[:, 0::3].astype(np.float64)
+  np.testing.assert_array_equal(q.astype(np.float32), want)
+  assert len(np.unique(q)) > 20  # the comparison sees many distinct CDF levels
