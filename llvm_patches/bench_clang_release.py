@@ -1,10 +1,12 @@
 """Compile time of the release prefix (//llvm_patches:clang_release) against stock clang-22.
 
-    bazel run //llvm_patches:bench_clang_release -- [--modules=40] [--repeats=3] [--corpus=DIR]
-        [--measure=cpu|instructions] [--jobs=N] [--compiler=NAME=PATH/TO/clang ...]
+    bazel run //llvm_patches:bench_clang_release -- [--modules=40] [--repeats=3]
+        [--corpus=DIR | --packages=bzip2,tinyxml2] [--measure=cpu|instructions] [--jobs=N]
+        [--compiler=NAME=PATH/TO/clang ...]
 
-On N modules of a corpus (default: the default -Oz corpus if built, else bzip2 + tinyxml2
-compiled into a temporary corpus), sums per module, for each route:
+On N modules of a corpus (--corpus; --packages: a temporary -Oz corpus of those Debian
+source packages; default: the default -Oz corpus if built, else bzip2 + tinyxml2, the
+14-module set of the README's figures), sums per module, for each route:
   --measure=cpu           the best-of-R CPU time (user + sys of the compiler process);
   --measure=instructions  the instructions the compiler executes, counted by valgrind
                           (callgrind, no cache simulation): deterministic, so it shows a
@@ -81,7 +83,9 @@ def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("--modules", type=int, default=40)
   ap.add_argument("--repeats", type=int, default=3)
-  ap.add_argument("--corpus", default="")
+  ap.add_argument("--corpus", default="", help="a corpus dir (corpus_description.json)")
+  ap.add_argument("--packages", default="",
+                  help="comma-separated Debian source packages to build a temporary corpus of")
   ap.add_argument("--measure", choices=["cpu", "instructions"], default="cpu")
   ap.add_argument("--jobs", type=int, default=1,
                   help="parallel compiles with --measure=instructions (counts do not depend "
@@ -98,13 +102,26 @@ def main(argv=None):
   prefix = _runfile("llvm_patches/clang_release")
   plugin = _runfile("cc/inline_plugin/plugin_inlining_oz.so")
   tc = toolchain(22)
-  tmp = pathlib.Path(tempfile.mkdtemp(prefix="mlgo-bench-release-"))
+  packages = [p for p in args.packages.split(",") if p]
+  if args.corpus and packages:
+    sys.exit("bench_clang_release: give --corpus or --packages, not both")
   corpus_dir = pathlib.Path(args.corpus) if args.corpus else _home() / "corpora" / "default-llvm22-Oz"
-  if not (corpus_dir / "corpus_description.json").exists():
+  if args.corpus and not (corpus_dir / "corpus_description.json").exists():
+    sys.exit(f"bench_clang_release: --corpus={args.corpus}: no corpus_description.json there")
+  tmp = pathlib.Path(tempfile.mkdtemp(prefix="mlgo-bench-release-"))
+  if packages or not (corpus_dir / "corpus_description.json").exists():
     corpus_dir = tmp / "corpus"
-    corpus_build.make_corpus(corpus_dir, ["bzip2", "tinyxml2"], opt="Oz", jobs=2,
-                             llvm_version=22, cache=_home() / "sources")
+    try:
+      corpus_build.make_corpus(corpus_dir, packages or ["bzip2", "tinyxml2"], opt="Oz",
+                               jobs=2, llvm_version=22, cache=_home() / "sources")
+    except BaseException:
+      shutil.rmtree(tmp, ignore_errors=True)
+      raise
   mods = load_corpus(corpus_dir).modules
+  if not mods:
+    shutil.rmtree(tmp, ignore_errors=True)
+    sys.exit(f"bench_clang_release: {corpus_dir}: no modules to compile"
+             + (f" (none of {args.packages} could be built)" if packages else ""))
   step = max(1, len(mods) // args.modules)
   mods = mods[::step][:args.modules]
   routes = {
