@@ -5,8 +5,8 @@
 Runs `llvm_patches/release_prefix.py extract` with the system python3: downloads the
 pinned llvm-toolchain-22 orig tarball (debian_pins.json; ~200 MB, resumable, sha256
 checked against the pin and apt's signed Sources index) into $MLGO_HOME/debian_llvm once,
-extracts only the ML advisor sources, their private headers and the sources mlgo edits
-(source_edits.py; the edits are applied at build time) (cached), and exposes them
+extracts (once, cached) only the ML advisor sources, their private headers and the sources
+mlgo edits (unedited: source_edits.py applies the edits at build time), and exposes them
 as `@debian_llvm22//:advisor_sources`. Nothing third-party is committed.
 
 It also records the installed versions of the pinned Debian packages in

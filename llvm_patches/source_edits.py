@@ -75,30 +75,32 @@ def edit_text(rel: str, text: str) -> str:
   return text
 
 
-def write_edited(src_root, rel: str, dest_root) -> pathlib.Path:
-  """Writes the edited copy of SRC_ROOT/rel to DEST_ROOT/rel; returns its path."""
+def _read_edited(src_root, rel: str) -> tuple[pathlib.Path, str, str]:
+  """(path, original text, edited text) of SRC_ROOT/rel."""
   src = pathlib.Path(src_root) / rel
   if not src.exists():
     raise EditError(f"{src}: missing (the source to edit)")
+  old = src.read_text()
+  return src, old, edit_text(rel, old)
+
+
+def write_edited(src_root, rel: str, dest_root) -> pathlib.Path:
+  """Writes the edited copy of SRC_ROOT/rel to DEST_ROOT/rel; returns its path."""
+  _, _, new = _read_edited(src_root, rel)
   dest = pathlib.Path(dest_root) / rel
   dest.parent.mkdir(parents=True, exist_ok=True)
-  dest.write_text(edit_text(rel, src.read_text()))
+  dest.write_text(new)
   return dest
 
 
 def apply_in_place(src_root) -> list[str]:
-  """Edits every file of EDITS inside the tree SRC_ROOT (idempotent); returns the paths."""
-  done = []
+  """Edits every file of EDITS inside the tree SRC_ROOT (idempotent: an edited file is not
+  rewritten, so its mtime does not trigger a rebuild); returns the paths."""
   for rel in EDITS:
-    p = pathlib.Path(src_root) / rel
-    if not p.exists():
-      raise EditError(f"{p}: missing (the source to edit)")
-    old = p.read_text()
-    new = edit_text(rel, old)
+    path, old, new = _read_edited(src_root, rel)
     if new != old:
-      p.write_text(new)
-    done.append(rel)
-  return done
+      path.write_text(new)
+  return list(EDITS)
 
 
 def main(argv):

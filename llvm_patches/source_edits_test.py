@@ -23,9 +23,14 @@ def test_fpi_edit_applies_to_the_pinned_source(tmp_path):
   assert edited.count("FAM.getResult<LoopAnalysis>(const_cast<Function &>(Caller))") == 1
   assert "if (MlgoFPIUpdateLoopStats) {" in edited
   assert "FPI.Uses = getUses(Caller);" in edited
-  # Nothing else of the file changes: removing the added lines gives the original back.
+  # Nothing else of the file changes: only the two anchored LoopInfo lines leave (they
+  # come back indented, behind the option), and only a few lines are added.
   added = [l for l in edited.splitlines() if l not in text.splitlines()]
   assert 6 <= len(added) <= 16
+  removed = [l for l in text.splitlines() if l not in edited.splitlines()]
+  assert [l.strip() for l in removed] == [
+      "const auto &LI = FAM.getResult<LoopAnalysis>(const_cast<Function &>(Caller));",
+      "FPI.updateAggregateStats(Caller, LI);"]
   assert source_edits.edit_text(FPI, edited) == edited  # applying twice: a no-op
 
 
