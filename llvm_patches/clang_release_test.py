@@ -137,7 +137,9 @@ def test_loop_stats_edit_is_built_in_and_changes_no_decision(corpus, tmp_path):
   stock clang rejects it), and the upstream behaviour it skips (recomputing LoopInfo after
   each inlining) gives the same objects: no inlining model reads loop statistics."""
   info = json.loads((PREFIX / "share/mlgo/release.json").read_text())
-  assert list(info["edited_sources"]) == ["llvm/lib/Analysis/FunctionPropertiesAnalysis.cpp"]
+  assert sorted(info["edited_sources"]) == [
+      "llvm/lib/Analysis/FunctionPropertiesAnalysis.cpp", "llvm/lib/Analysis/InlineCost.cpp",
+      "llvm/lib/Analysis/MLInlineAdvisor.cpp"]
   upstream = INLINE_RELEASE + ["-mllvm", "-mlgo-fpi-update-loop-stats"]
   stock = subprocess.run([TC.clang, "-mllvm", "-mlgo-fpi-update-loop-stats", "-c", "-x", "c",
                           "/dev/null", "-o", tmp_path / "n.o"], capture_output=True, text=True)
@@ -147,6 +149,57 @@ def test_loop_stats_edit_is_built_in_and_changes_no_decision(corpus, tmp_path):
     _run(m.compile_argv(str(PREFIX / "bin/clang"), a, INLINE_RELEASE))
     _run(m.compile_argv(str(PREFIX / "bin/clang"), b, upstream))
     assert filecmp.cmp(a, b, shallow=False), m.name
+
+
+def test_merged_cost_walk_changes_no_decision(corpus, tmp_path):
+  """source_edits.py's merged walk (one walk of the callee for the cost estimate and the
+  features): upstream's two walks (-mlgo-merged-cost-walk=0) give the same objects, and the
+  check mode, which computes both ways at every call site and stops the compile at the
+  first difference, passes on every corpus module."""
+  two_walks = INLINE_RELEASE + ["-mllvm", "-mlgo-merged-cost-walk=0"]
+  check = INLINE_RELEASE + ["-mllvm", "-mlgo-check-merged-cost-walk"]
+  for i, m in enumerate(corpus.modules):
+    a, b = tmp_path / f"{_stem(m)}.merged.o", tmp_path / f"{_stem(m)}.two.o"
+    _run(m.compile_argv(str(PREFIX / "bin/clang"), a, check))
+    if i % 2 == 0:
+      _run(m.compile_argv(str(PREFIX / "bin/clang"), b, two_walks))
+      assert filecmp.cmp(a, b, shallow=False), m.name
+
+
+# A callee whose inner call carries "call-inline-cost": the cost walk skips that call's
+# body, the features walk does not, so the merged walk has to walk the features again.
+CALL_INLINE_COST_IR = """\
+target triple = "x86_64-pc-linux-gnu"
+declare i32 @ext(i32, i32, i32)
+define internal i32 @callee(i32 %x) minsize {
+  %a = call i32 @ext(i32 %x, i32 1, i32 2) #1
+  %b = add i32 %a, %x
+  %c = call i32 @ext(i32 %b, i32 %a, i32 3)
+  ret i32 %c
+}
+define i32 @caller1(i32 %y) minsize #0 {
+  %r = call i32 @callee(i32 %y)
+  ret i32 %r
+}
+define i32 @caller2(i32 %y) minsize #0 {
+  %r = call i32 @callee(i32 7)
+  ret i32 %r
+}
+attributes #0 = { minsize optsize }
+attributes #1 = { "call-inline-cost"="40" }
+"""
+
+
+def test_merged_cost_walk_falls_back_when_the_walks_differ(tmp_path):
+  ll = tmp_path / "call_inline_cost.ll"
+  ll.write_text(CALL_INLINE_COST_IR)
+  objs = {}
+  for name, extra in (("check", ["-mlgo-check-merged-cost-walk"]),
+                      ("two", ["-mlgo-merged-cost-walk=0"])):
+    objs[name] = tmp_path / f"{name}.o"
+    flags = [a for e in extra for a in ("-mllvm", e)]
+    _run([PREFIX / "bin/clang", "-Oz", *INLINE_RELEASE, *flags, "-c", ll, "-o", objs[name]])
+  assert filecmp.cmp(objs["check"], objs["two"], shallow=False)
 
 
 def test_prefix_without_ml_flags_compiles_like_stock(corpus, tmp_path):

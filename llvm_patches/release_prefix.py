@@ -54,7 +54,8 @@ ADVISOR_SOURCES = {
 # {model kind: [(source, archive, member)]}.
 EDITED_SOURCES = {
     "inliner": [(source_edits.FPI_SOURCE, "libLLVMAnalysis.a",
-                 "FunctionPropertiesAnalysis.cpp.o")],
+                 "FunctionPropertiesAnalysis.cpp.o"),
+                (source_edits.INLINE_COST_SOURCE, "libLLVMAnalysis.a", "InlineCost.cpp.o")],
 }
 # Besides the two sources: the private headers next to them (a tar wildcard, '/' not
 # matched), and the version script of LLVM's shared library.
@@ -369,6 +370,17 @@ def build(args) -> pathlib.Path:
       shutil.rmtree(work, ignore_errors=True)
 
 
+def _edited(src_root, rel, work, provenance) -> pathlib.Path:
+  """The edited copy (source_edits.py) of SRC_ROOT/rel under WORK/edited; its sha256 goes
+  into the provenance."""
+  try:
+    edited = source_edits.write_edited(src_root, rel, work / "edited")
+  except source_edits.EditError as e:
+    raise Error(str(e)) from e
+  provenance.setdefault("edited_sources", {})[rel] = sha256_file(edited)
+  return edited
+
+
 def _build(args, pins, versions, cxx, cxx_id, llvm, src_root, out, work, cache):
   tf_src = pathlib.Path(args.xla_runtime).resolve()
   tf_inc = pathlib.Path(args.tf_include).resolve()
@@ -401,22 +413,21 @@ def _build(args, pins, versions, cxx, cxx_id, llvm, src_root, out, work, cache):
     provenance["models"][cls] = {f.name: sha256_file(f) for f in (h, o, meta)}
     flags = [*LLVM_CXXFLAGS, *maps, f"-D{define}", f"-I{inc}", f"-I{tf_src}", f"-I{tf_inc}",
              f"-I{llvm / 'include'}", f"-I{src_root / pathlib.Path(rel).parent}"]
+    src = src_root / rel
+    if rel in source_edits.EDITS:  # the advisor itself is edited (source_edits.py)
+      src = _edited(src_root, rel, work, provenance)
     o = work / member
-    jobs.append((src_root / rel, flags, o, [inc / f"{cls}.h"]))
+    jobs.append((src, flags, o, [inc / f"{cls}.h"]))
     objs.append(o)
     replaced.setdefault(archive, []).append(member)
     for erel, earchive, emember in EDITED_SOURCES.get(kind, ()):
-      try:
-        edited = source_edits.write_edited(src_root, erel, work / "edited")
-      except source_edits.EditError as e:
-        raise Error(str(e)) from e
+      edited = _edited(src_root, erel, work, provenance)
       eflags = [*LLVM_CXXFLAGS, *maps, f"-I{llvm / 'include'}",
                 f"-I{src_root / pathlib.Path(erel).parent}"]
       o = work / emember
       jobs.append((edited, eflags, o, []))
       objs.append(o)
       replaced.setdefault(earchive, []).append(emember)
-      provenance.setdefault("edited_sources", {})[erel] = sha256_file(edited)
   if not replaced:
     raise Error("give --inliner_aot and/or --evict_aot")
   for rel in XLA_RUNTIME_SOURCES:

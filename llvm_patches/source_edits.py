@@ -18,6 +18,19 @@ fpi-loop-stats  FunctionPropertiesAnalysis.cpp: after every inlining, the ML inl
                 `-mllvm -mlgo-fpi-update-loop-stats` is given. Decisions are unchanged: the
                 byte-identity tests against the plugin route (stock LLVM) check it.
 
+merged-cost-walk  InlineCost.cpp + MLInlineAdvisor.cpp: for every call site the ML inline
+                advisor asks for the heuristic cost estimate and for the cost features, and
+                each request walks the whole callee (no early exit: the full cost is
+                wanted), so the callee is simplified and walked twice, and at -Oz its loops
+                are found twice. The edit turns upstream's features analyzer into a mixin
+                over its base analyzer: over CallAnalyzer it is upstream's class unchanged,
+                over InlineCostCallAnalyzer one walk gives both results (every hook runs
+                the cost hook, then the features hook). A call whose body the cost walk
+                skips (the "call-inline-cost" attribute) makes the walks differ: then the
+                features are walked again on their own. `-mllvm -mlgo-merged-cost-walk=0`
+                restores the two walks; `-mllvm -mlgo-check-merged-cost-walk` computes
+                both ways and stops the compile at the first difference.
+
 Stdlib only: run by release_prefix.py (also from a Bazel repository rule with the system
 python3) and by build_patched_clang.sh.
 
@@ -27,6 +40,169 @@ import pathlib
 import sys
 
 FPI_SOURCE = "llvm/lib/Analysis/FunctionPropertiesAnalysis.cpp"
+INLINE_COST_SOURCE = "llvm/lib/Analysis/InlineCost.cpp"
+ML_INLINE_ADVISOR_SOURCE = "llvm/lib/Analysis/MLInlineAdvisor.cpp"
+
+
+def _prefix(name, anchor, text):
+  """An edit that puts TEXT right before ANCHOR (which stays)."""
+  return (name, anchor, text + anchor)
+
+
+def _after(name, anchor, text):
+  """An edit that puts TEXT right after ANCHOR (which stays)."""
+  return (name, anchor, anchor + text)
+
+
+# The features analyzer's hooks that the cost analyzer also has: in the mixin each runs
+# the base's hook first. (hook name, its first lines in upstream, the base call)
+_FEATURE_HOOKS = [
+    ("onDisableSROA",
+     "  void onDisableSROA(AllocaInst *Arg) override {\n"
+     "    auto CostIt = SROACosts.find(Arg);\n",
+     "AnalyzerBase::onDisableSROA(Arg);"),
+    ("onDisableLoadElimination",
+     "  void onDisableLoadElimination() override {\n"
+     "    set(InlineCostFeatureIndex::load_elimination, 1);\n",
+     "AnalyzerBase::onDisableLoadElimination();"),
+    ("onCallPenalty",
+     "  void onCallPenalty() override {\n"
+     "    increment(InlineCostFeatureIndex::call_penalty, CallPenalty);\n",
+     "AnalyzerBase::onCallPenalty();"),
+    ("onCallArgumentSetup",
+     "  void onCallArgumentSetup(const CallBase &Call) override {\n"
+     "    increment(InlineCostFeatureIndex::call_argument_setup,\n",
+     "AnalyzerBase::onCallArgumentSetup(Call);"),
+    ("onLoadRelativeIntrinsic",
+     "  void onLoadRelativeIntrinsic() override {\n"
+     "    increment(InlineCostFeatureIndex::load_relative_intrinsic, 3 * InstrCost);\n",
+     "AnalyzerBase::onLoadRelativeIntrinsic();"),
+    ("onLoweredCall",
+     "                     bool IsIndirectCall) override {\n"
+     "    increment(InlineCostFeatureIndex::lowered_call_arg_setup,\n",
+     "AnalyzerBase::onLoweredCall(F, Call, IsIndirectCall);"),
+    ("onFinalizeSwitch",
+     "                        bool DefaultDestUnreachable) override {\n"
+     "    if (JumpTableSize) {\n"
+     "      if (!DefaultDestUnreachable)\n"
+     "        increment(InlineCostFeatureIndex::switch_default_dest_penalty,\n",
+     "AnalyzerBase::onFinalizeSwitch(JumpTableSize, NumCaseCluster,\n"
+     "                                   DefaultDestUnreachable);"),
+    ("onMissedSimplification",
+     "  void onMissedSimplification() override {\n"
+     "    increment(InlineCostFeatureIndex::unsimplified_common_instructions,\n",
+     "AnalyzerBase::onMissedSimplification();"),
+    ("onInitializeSROAArg",
+     "  void onInitializeSROAArg(AllocaInst *Arg) override {\n"
+     "    auto SROAArgCost = TTI.getCallerAllocaCost(&CandidateCall, Arg);\n"
+     "    SROACosts[Arg] = SROAArgCost;\n",
+     "AnalyzerBase::onInitializeSROAArg(Arg);"),
+    ("onAggregateSROAUse",
+     "  void onAggregateSROAUse(AllocaInst *Arg) override {\n"
+     "    SROACosts.find(Arg)->second += InstrCost;\n",
+     "AnalyzerBase::onAggregateSROAUse(Arg);"),
+    ("onBlockAnalyzed",
+     "  void onBlockAnalyzed(const BasicBlock *BB) override {\n"
+     "    if (BB->getTerminator()->getNumSuccessors() > 1)\n"
+     "      set(InlineCostFeatureIndex::is_multiple_blocks, 1);\n",
+     "AnalyzerBase::onBlockAnalyzed(BB);"),
+    ("onLoadEliminationOpportunity",
+     "  void onLoadEliminationOpportunity() override {\n"
+     "    increment(InlineCostFeatureIndex::load_elimination, 1);\n",
+     "AnalyzerBase::onLoadEliminationOpportunity();"),
+    ("finalizeAnalysis",
+     "  InlineResult finalizeAnalysis() override {\n"
+     "    auto *Caller = CandidateCall.getFunction();\n"
+     "    if (Caller->hasMinSize()) {\n"
+     "      DominatorTree DT(F);\n",
+     "InlineResult BaseResult = AnalyzerBase::finalizeAnalysis();\n"
+     "    if (!BaseResult.isSuccess())\n"
+     "      return BaseResult;"),
+    ("onAnalysisStart",
+     "  InlineResult onAnalysisStart() override {\n"
+     "    increment(InlineCostFeatureIndex::callsite_cost,\n",
+     "InlineResult BaseResult = AnalyzerBase::onAnalysisStart();\n"
+     "    if (!BaseResult.isSuccess())\n"
+     "      return BaseResult;"),
+]
+
+
+def _hook_edit(name, anchor, base_call):
+  """Inserts BASE_CALL as the first statement of the hook whose first lines are ANCHOR."""
+  head, _, body = anchor.partition("{\n")
+  return (f"merged walk: {name} runs the base hook", anchor,
+          f"{head}{{\n    {base_call}\n{body}")
+
+
+# The base-class members the features code reads: a dependent base needs them named.
+_BASE_MEMBERS = ("CandidateCall", "DL", "DeadBlocks", "F", "GetAssumptionCache", "GetBFI",
+                 "GetTLI", "NumConstantArgs", "NumConstantOffsetPtrArgs", "NumInstructions",
+                 "NumInstructionsSimplified", "NumVectorInstructions", "ORE", "PSI", "TTI")
+
+# InlineCost.cpp: the merged walk's entry point, with the options that restore upstream's
+# two walks and check the merged one against them.
+MERGED_ENTRY_POINT = """\
+// mlgo (llvm_patches/source_edits.py): the ML inline advisor's cost estimate and cost
+// features of one call site from one walk of the callee.
+static cl::opt<bool> MlgoMergedCostWalk(
+    "mlgo-merged-cost-walk", cl::Hidden, cl::init(true),
+    cl::desc("One walk of the callee for the ML inline advisor's cost estimate and "
+             "cost features (0: upstream's two walks)"));
+static cl::opt<bool> MlgoCheckMergedCostWalk(
+    "mlgo-check-merged-cost-walk", cl::Hidden, cl::init(false),
+    cl::desc("Also compute the estimate and features with upstream's two walks and "
+             "stop at the first difference"));
+
+namespace llvm {
+std::optional<std::pair<int, InlineCostFeatures>>
+mlgoGetInliningCostEstimateAndFeatures(
+    CallBase &Call, TargetTransformInfo &CalleeTTI,
+    function_ref<AssumptionCache &(Function &)> GetAssumptionCache) {
+  using Result = std::optional<std::pair<int, InlineCostFeatures>>;
+  auto TwoWalks = [&]() -> Result {
+    auto Estimate = getInliningCostEstimate(Call, CalleeTTI, GetAssumptionCache);
+    if (!Estimate)
+      return std::nullopt;
+    auto Features = getInliningCostFeatures(Call, CalleeTTI, GetAssumptionCache);
+    if (!Features)
+      return std::nullopt;
+    return std::make_pair(*Estimate, *Features);
+  };
+  if (!MlgoMergedCostWalk)
+    return TwoWalks();
+  // getInliningCostEstimate's parameters and analyzer, with the features on top.
+  const InlineParams Params = {/* DefaultThreshold*/ 0,
+                               /*HintThreshold*/ {},
+                               /*ColdThreshold*/ {},
+                               /*OptSizeThreshold*/ {},
+                               /*OptMinSizeThreshold*/ {},
+                               /*HotCallSiteThreshold*/ {},
+                               /*LocallyHotCallSiteThreshold*/ {},
+                               /*ColdCallSiteThreshold*/ {},
+                               /*ComputeFullInlineCost*/ true,
+                               /*EnableDeferral*/ true};
+  InlineCostFeaturesAnalyzerT<InlineCostCallAnalyzer> Analyzer(
+      std::in_place, *Call.getCalledFunction(), Call, Params, CalleeTTI,
+      GetAssumptionCache, /*GetBFI=*/nullptr, /*GetTLI=*/nullptr, /*PSI=*/nullptr,
+      /*ORE=*/nullptr, /*BoostIndirect=*/true, /*IgnoreThreshold=*/true);
+  Result Merged;
+  if (Analyzer.analyze().isSuccess()) {
+    if (!Analyzer.walkDiverged())
+      Merged.emplace(Analyzer.getCost(), Analyzer.features());
+    else if (auto Features =
+                 getInliningCostFeatures(Call, CalleeTTI, GetAssumptionCache))
+      Merged.emplace(Analyzer.getCost(), *Features);
+  }
+  if (MlgoCheckMergedCostWalk && Merged != TwoWalks())
+    report_fatal_error(Twine("mlgo: the merged inline cost walk differs from "
+                             "upstream's two walks at a call of ") +
+                       Call.getCalledFunction()->getName() + " in " +
+                       Call.getFunction()->getName());
+  return Merged;
+}
+} // namespace llvm
+
+"""
 
 # {relative path: [(edit name, anchor, replacement)]}
 EDITS = {
@@ -50,6 +226,131 @@ EDITS = {
          "    FPI.updateAggregateStats(Caller, LI);\n"
          "  } else {\n"
          "    FPI.Uses = getUses(Caller);  // the rest of updateAggregateStats: loop statistics\n"
+         "  }\n"),
+    ],
+    INLINE_COST_SOURCE: [
+        ("merged walk: a derivable cost analyzer",
+         "class InlineCostCallAnalyzer final : public CallAnalyzer {\n"
+         "  const bool ComputeFullInlineCost;\n",
+         "// mlgo (llvm_patches/source_edits.py): not final, and its hooks protected, so that\n"
+         "// the features analyzer can run over it (one walk for the estimate and features).\n"
+         "class InlineCostCallAnalyzer : public CallAnalyzer {\n"
+         "protected:\n"
+         "  const bool ComputeFullInlineCost;\n"),
+        ("merged walk: the features analyzer as a mixin",
+         "class InlineCostFeaturesAnalyzer final : public CallAnalyzer {\n"
+         "private:\n",
+         "// mlgo: the features analyzer over a base analyzer. Over CallAnalyzer it is\n"
+         "// upstream's InlineCostFeaturesAnalyzer (the base hooks do nothing); over\n"
+         "// InlineCostCallAnalyzer one walk of the callee gives the cost estimate and the\n"
+         "// features, each hook running the base's hook first.\n"
+         "template <typename AnalyzerBase>\n"
+         "class InlineCostFeaturesAnalyzerT final : public AnalyzerBase {\n"
+         + "".join(f"  using AnalyzerBase::{m};\n" for m in _BASE_MEMBERS) +
+         "\n"
+         "  // Set when the base skipped a call's body (\"call-inline-cost\"): the features\n"
+         "  // of this walk then differ from a features-only walk.\n"
+         "  bool WalkDiverged = false;\n"
+         "\n"
+         "  bool onCallBaseVisitStart(CallBase &Call) override {\n"
+         "    bool Visit = AnalyzerBase::onCallBaseVisitStart(Call);\n"
+         "    WalkDiverged |= !Visit;\n"
+         "    return Visit;\n"
+         "  }\n"
+         "\n"
+         "private:\n"),
+        *[_hook_edit(*h) for h in _FEATURE_HOOKS],
+        ("merged walk: features' lowered call adds its own call penalty",
+         "    } else {\n"
+         "      onCallPenalty();\n"
+         "    }\n",
+         "    } else {\n"
+         "      // mlgo: the features' own penalty, not the virtual hook (over the cost\n"
+         "      // analyzer that hook would also add a cost this path does not add).\n"
+         "      increment(InlineCostFeatureIndex::call_penalty, CallPenalty);\n"
+         "    }\n"),
+        ("merged walk: features' shouldStop asks the base",
+         "  bool shouldStop() override { return false; }\n"
+         "\n"
+         "  void onLoadEliminationOpportunity() override {\n",
+         "  bool shouldStop() override { return AnalyzerBase::shouldStop(); }\n"
+         "\n"
+         "  void onLoadEliminationOpportunity() override {\n"),
+        ("merged walk: constructors",
+         "public:\n"
+         "  InlineCostFeaturesAnalyzer(\n"
+         "      const TargetTransformInfo &TTI,\n",
+         "public:\n"
+         "  // mlgo: over another base, that base's constructor arguments.\n"
+         "  template <typename... BaseArgs>\n"
+         "  explicit InlineCostFeaturesAnalyzerT(std::in_place_t, BaseArgs &&...Args)\n"
+         "      : AnalyzerBase(std::forward<BaseArgs>(Args)...) {}\n"
+         "\n"
+         "  bool walkDiverged() const { return WalkDiverged; }\n"
+         "\n"
+         "  InlineCostFeaturesAnalyzerT(\n"
+         "      const TargetTransformInfo &TTI,\n"),
+        ("merged walk: upstream's name for the features analyzer",
+         "      : CallAnalyzer(Callee, Call, TTI, GetAssumptionCache, GetBFI, GetTLI,\n"
+         "                     PSI) {}\n"
+         "\n"
+         "  const InlineCostFeatures &features() const { return Cost; }\n"
+         "};\n",
+         "      : AnalyzerBase(Callee, Call, TTI, GetAssumptionCache, GetBFI, GetTLI,\n"
+         "                     PSI) {}\n"
+         "\n"
+         "  const InlineCostFeatures &features() const { return Cost; }\n"
+         "};\n"
+         "\n"
+         "using InlineCostFeaturesAnalyzer = InlineCostFeaturesAnalyzerT<CallAnalyzer>;\n"),
+        _prefix("merged walk: the entry point",
+                "std::optional<InlineResult> llvm::getAttributeBasedInliningDecision(\n",
+                MERGED_ENTRY_POINT),
+    ],
+    ML_INLINE_ADVISOR_SOURCE: [
+        _after("merged walk: declaration", "using namespace llvm;\n",
+               "\n"
+               "// mlgo (llvm_patches/source_edits.py): defined in InlineCost.cpp (edited).\n"
+               "namespace llvm {\n"
+               "std::optional<std::pair<int, InlineCostFeatures>>\n"
+               "mlgoGetInliningCostEstimateAndFeatures(\n"
+               "    CallBase &Call, TargetTransformInfo &CalleeTTI,\n"
+               "    function_ref<AssumptionCache &(Function &)> GetAssumptionCache);\n"
+               "} // namespace llvm\n"),
+        ("merged walk: one call for the estimate and the features",
+         "  int CostEstimate = 0;\n"
+         "  if (!Mandatory) {\n"
+         "    auto IsCallSiteInlinable =\n"
+         "        llvm::getInliningCostEstimate(CB, TIR, GetAssumptionCache);\n"
+         "    if (!IsCallSiteInlinable) {\n"
+         "      // We can't inline this for correctness reasons, so return the base\n"
+         "      // InlineAdvice, as we don't care about tracking any state changes (which\n"
+         "      // won't happen).\n"
+         "      return std::make_unique<InlineAdvice>(this, CB, ORE, false);\n"
+         "    }\n"
+         "    CostEstimate = *IsCallSiteInlinable;\n"
+         "  }\n"
+         "\n"
+         "  const auto CostFeatures =\n"
+         "      llvm::getInliningCostFeatures(CB, TIR, GetAssumptionCache);\n"
+         "  if (!CostFeatures) {\n"
+         "    return std::make_unique<InlineAdvice>(this, CB, ORE, false);\n"
+         "  }\n",
+         "  // mlgo: the estimate and the features from one walk of the callee; no result\n"
+         "  // means the call cannot be inlined (as either of upstream's two calls failing).\n"
+         "  int CostEstimate = 0;\n"
+         "  std::optional<InlineCostFeatures> CostFeatures;\n"
+         "  if (!Mandatory) {\n"
+         "    auto Both = llvm::mlgoGetInliningCostEstimateAndFeatures(\n"
+         "        CB, TIR, GetAssumptionCache);\n"
+         "    if (!Both)\n"
+         "      return std::make_unique<InlineAdvice>(this, CB, ORE, false);\n"
+         "    CostEstimate = Both->first;\n"
+         "    CostFeatures = Both->second;\n"
+         "  } else {\n"
+         "    CostFeatures = llvm::getInliningCostFeatures(CB, TIR, GetAssumptionCache);\n"
+         "    if (!CostFeatures)\n"
+         "      return std::make_unique<InlineAdvice>(this, CB, ORE, false);\n"
          "  }\n"),
     ],
 }

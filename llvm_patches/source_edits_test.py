@@ -34,14 +34,67 @@ def test_fpi_edit_applies_to_the_pinned_source(tmp_path):
   assert source_edits.edit_text(FPI, edited) == edited  # applying twice: a no-op
 
 
+def _added_removed(old, new):
+  old_lines, new_lines = old.splitlines(), new.splitlines()
+  return ([l for l in new_lines if l not in old_lines],
+          [l.strip() for l in old_lines if l not in new_lines])
+
+
+def test_merged_walk_edit_of_inline_cost():
+  rel = source_edits.INLINE_COST_SOURCE
+  text = (SRC / rel).read_text()
+  edited = source_edits.edit_text(rel, text)
+  assert source_edits.MARKER in edited and source_edits.edit_text(rel, edited) == edited
+  # The features analyzer becomes a mixin; upstream's name stays, over CallAnalyzer.
+  assert "class InlineCostFeaturesAnalyzerT final : public AnalyzerBase {" in edited
+  assert ("using InlineCostFeaturesAnalyzer = InlineCostFeaturesAnalyzerT<CallAnalyzer>;"
+          in edited)
+  assert "class InlineCostCallAnalyzer : public CallAnalyzer {\nprotected:\n" in edited
+  # Every features hook that the cost analyzer also has runs the base's hook first.
+  hooks = [h for h, *_ in source_edits._FEATURE_HOOKS]
+  assert len(hooks) == 14
+  for h in hooks:
+    assert edited.count(f"AnalyzerBase::{h}(") == 1, h
+  assert "return AnalyzerBase::shouldStop();" in edited
+  # The entry point and its two options.
+  for s in ("mlgoGetInliningCostEstimateAndFeatures(", '"mlgo-merged-cost-walk"',
+            '"mlgo-check-merged-cost-walk"', "InlineCostFeaturesAnalyzerT<InlineCostCallAnalyzer>"):
+    assert s in edited, s
+  # Upstream lines that leave: only the anchored ones (class heads, the constructor's
+  # name and base, the features' shouldStop); the features' lowered call no longer calls
+  # the virtual penalty hook (two other callers of it stay).
+  added, removed = _added_removed(text, edited)
+  assert sorted(removed) == sorted([
+      "class InlineCostCallAnalyzer final : public CallAnalyzer {",
+      "class InlineCostFeaturesAnalyzer final : public CallAnalyzer {",
+      "InlineCostFeaturesAnalyzer(",
+      ": CallAnalyzer(Callee, Call, TTI, GetAssumptionCache, GetBFI, GetTLI,",
+      "bool shouldStop() override { return false; }"])
+  assert text.count("onCallPenalty();") - edited.count("onCallPenalty();") == 1
+  assert 100 <= len(added) <= 200
+
+
+def test_merged_walk_edit_of_the_ml_inline_advisor():
+  rel = source_edits.ML_INLINE_ADVISOR_SOURCE
+  text = (SRC / rel).read_text()
+  edited = source_edits.edit_text(rel, text)
+  assert text.count("llvm::getInliningCostEstimate(") == 1
+  assert "llvm::getInliningCostEstimate(" not in edited
+  # The features alone only for mandatory call sites (upstream computes no estimate there).
+  assert edited.count("llvm::getInliningCostFeatures(") == 1
+  assert edited.count("mlgoGetInliningCostEstimateAndFeatures(") == 2  # declared, called
+  assert source_edits.edit_text(rel, edited) == edited
+
+
 def test_apply_in_place_on_a_tree_and_the_command_line(tmp_path):
   tree = tmp_path / "llvm-project"
-  (tree / FPI).parent.mkdir(parents=True)
-  shutil.copyfile(SRC / FPI, tree / FPI)
+  for rel in source_edits.EDITS:
+    (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(SRC / rel, tree / rel)
   res = subprocess.run([sys.executable, "llvm_patches/source_edits.py", "apply", tree],
                        capture_output=True, text=True)
   assert res.returncode == 0, res.stderr
-  assert f"edited {FPI}" in res.stdout
+  assert res.stdout.split() == [w for rel in source_edits.EDITS for w in ("edited", rel)]
   once = (tree / FPI).read_text()
   assert source_edits.MARKER in once
   res = subprocess.run([sys.executable, "llvm_patches/source_edits.py", "apply", tree],
