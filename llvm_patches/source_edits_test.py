@@ -70,7 +70,7 @@ def test_merged_walk_edit_of_inline_cost():
       "InlineCostFeaturesAnalyzer(",
       ": CallAnalyzer(Callee, Call, TTI, GetAssumptionCache, GetBFI, GetTLI,",
       "bool shouldStop() override { return false; }"])
-  assert text.count("onCallPenalty();") - edited.count("onCallPenalty();") == 1
+  assert text.count(" onCallPenalty();") - edited.count(" onCallPenalty();") == 1
   assert 100 <= len(added) <= 200
 
 
