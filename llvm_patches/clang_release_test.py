@@ -202,6 +202,90 @@ def test_merged_cost_walk_falls_back_when_the_walks_differ(tmp_path):
   assert filecmp.cmp(objs["check"], objs["two"], shallow=False)
 
 
+def test_walk_cache_and_model_memo_change_no_decision(corpus, tmp_path):
+  """source_edits.py's walk cache (a callee's cost walk reused at a call site that looks
+  the same to the walk) and model memo (the model's answer reused for inputs seen
+  before): without them the objects are the same, and their check modes, which walk and
+  evaluate at every call site anyway and stop the compile at the first difference, pass
+  on every corpus module."""
+  off = INLINE_RELEASE + ["-mllvm", "-mlgo-walk-cache=0", "-mllvm", "-mlgo-model-memo=0"]
+  check = INLINE_RELEASE + ["-mllvm", "-mlgo-check-walk-cache",
+                            "-mllvm", "-mlgo-check-model-memo"]
+  for i, m in enumerate(corpus.modules):
+    a, b = tmp_path / f"{_stem(m)}.cached.o", tmp_path / f"{_stem(m)}.off.o"
+    _run(m.compile_argv(str(PREFIX / "bin/clang"), a, check))
+    if i % 2 == 1:
+      _run(m.compile_argv(str(PREFIX / "bin/clang"), b, off))
+      assert filecmp.cmp(a, b, shallow=False), m.name
+
+
+# Calls of one callee that differ in one thing the cost walk reads each (which constant
+# an argument is, two arguments being one pointer, an alloca argument, a constant offset from
+# another argument, a caller without minsize): if the walk cache's key missed any of
+# them, the check mode would find the cached walk differs at that call.
+WALK_KEY_IR = """\
+target triple = "x86_64-pc-linux-gnu"
+declare void @ext(i32)
+define internal void @callee(i32 %x, ptr %p, ptr %q, i32 %n) {
+entry:
+  %c = icmp eq i32 %x, 7
+  br i1 %c, label %a, label %b
+a:
+  call void @ext(i32 1)
+  call void @ext(i32 2)
+  br label %m
+b:
+  call void @ext(i32 3)
+  br label %m
+m:
+  %e = icmp eq ptr %p, %q
+  br i1 %e, label %same, label %loop
+same:
+  call void @ext(i32 4)
+  ret void
+loop:
+  %i = phi i32 [ 0, %m ], [ %i1, %loop ]
+  %l = load i32, ptr %p
+  call void @ext(i32 %l)
+  %i1 = add i32 %i, 1
+  %d = icmp slt i32 %i1, %n
+  br i1 %d, label %loop, label %done
+done:
+  ret void
+}
+define void @caller(i32 %y, ptr %r, ptr %s, i32 %n) minsize optsize {
+  %buf = alloca i32
+  store i32 0, ptr %buf
+  call void @callee(i32 %y, ptr %r, ptr %s, i32 %n)
+  call void @callee(i32 %y, ptr %r, ptr %s, i32 %n)
+  call void @callee(i32 7, ptr %r, ptr %s, i32 %n)
+  call void @callee(i32 9, ptr %r, ptr %s, i32 %n)
+  call void @callee(i32 %y, ptr %r, ptr %r, i32 %n)
+  call void @callee(i32 %y, ptr %buf, ptr %s, i32 %n)
+  %g = getelementptr inbounds i8, ptr %r, i64 4
+  call void @callee(i32 %y, ptr %g, ptr %r, i32 %n)
+  call void @callee(i32 %y, ptr %r, ptr %s, i32 %n)
+  ret void
+}
+define void @caller_no_minsize(i32 %y, ptr %r, ptr %s, i32 %n) optsize {
+  call void @callee(i32 %y, ptr %r, ptr %s, i32 %n)
+  ret void
+}
+"""
+
+
+def test_walk_cache_key_tells_apart_what_the_walk_reads(tmp_path):
+  ll = tmp_path / "walk_key.ll"
+  ll.write_text(WALK_KEY_IR)
+  objs = {}
+  for name, extra in (("check", ["-mlgo-check-walk-cache", "-mlgo-check-model-memo"]),
+                      ("off", ["-mlgo-walk-cache=0", "-mlgo-model-memo=0"])):
+    objs[name] = tmp_path / f"{name}.o"
+    flags = [a for e in extra for a in ("-mllvm", e)]
+    _run([PREFIX / "bin/clang", "-Oz", *INLINE_RELEASE, *flags, "-c", ll, "-o", objs[name]])
+  assert filecmp.cmp(objs["check"], objs["off"], shallow=False)
+
+
 def test_prefix_without_ml_flags_compiles_like_stock(corpus, tmp_path):
   for m in corpus.modules[::3]:
     a, b = tmp_path / f"{_stem(m)}.p.o", tmp_path / f"{_stem(m)}.s.o"

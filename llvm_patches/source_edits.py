@@ -31,6 +31,17 @@ merged-cost-walk  InlineCost.cpp + MLInlineAdvisor.cpp: for every call site the 
                 restores the two walks; `-mllvm -mlgo-check-merged-cost-walk` computes
                 both ways and stops the compile at the first difference.
 
+model-memo      MLInlineAdvisor.cpp: the compiled-in model is a pure function of its input
+                tensors, and it is a large share of the advisor's time (about 25,000
+                instructions a call for models/inlining_oz, 4% of an -Oz compile of
+                yaml-cpp's emitter_test.cpp). Calls of one callee from one caller between two
+                inlinings often give the same inputs, so the advisor remembers the model's
+                answer for each input it has seen (release mode only: an interactive or
+                development runner logs every call and is never skipped). The memo is per
+                advisor and thread. `-mllvm -mlgo-model-memo=0` evaluates every time;
+                `-mllvm -mlgo-check-model-memo` evaluates every time and stops at the first
+                answer that differs from the memo's.
+
 Stdlib only: run by release_prefix.py (also from a Bazel repository rule with the system
 python3) and by build_patched_clang.sh.
 
@@ -154,11 +165,16 @@ static cl::opt<bool> MlgoCheckMergedCostWalk(
              "stop at the first difference"));
 
 namespace llvm {
+// *Reusable: whether the result depends on nothing but the callee's body and what
+// mlgo's walk cache keys on (MLInlineAdvisor.cpp): false when the walk read another
+// function's body or the features needed a walk of their own.
 std::optional<std::pair<int, InlineCostFeatures>>
 mlgoGetInliningCostEstimateAndFeatures(
     CallBase &Call, TargetTransformInfo &CalleeTTI,
-    function_ref<AssumptionCache &(Function &)> GetAssumptionCache) {
+    function_ref<AssumptionCache &(Function &)> GetAssumptionCache,
+    bool *Reusable) {
   using Result = std::optional<std::pair<int, InlineCostFeatures>>;
+  *Reusable = false;
   auto TwoWalks = [&]() -> Result {
     auto Estimate = getInliningCostEstimate(Call, CalleeTTI, GetAssumptionCache);
     if (!Estimate)
@@ -186,7 +202,9 @@ mlgoGetInliningCostEstimateAndFeatures(
       GetAssumptionCache, /*GetBFI=*/nullptr, /*GetTLI=*/nullptr, /*PSI=*/nullptr,
       /*ORE=*/nullptr, /*BoostIndirect=*/true, /*IgnoreThreshold=*/true);
   Result Merged;
-  if (Analyzer.analyze().isSuccess()) {
+  bool Success = Analyzer.analyze().isSuccess();
+  *Reusable = !Analyzer.walkDiverged() && !Analyzer.resolvedIndirectCall();
+  if (Success) {
     if (!Analyzer.walkDiverged())
       Merged.emplace(Analyzer.getCost(), Analyzer.features());
     else if (auto Features =
@@ -202,6 +220,267 @@ mlgoGetInliningCostEstimateAndFeatures(
 }
 } // namespace llvm
 
+"""
+
+MODEL_MEMO_STATE = """\
+// mlgo (llvm_patches/source_edits.py): the release-mode model is a pure function of its
+// input tensors, and calls of one callee from one caller between two inlinings often
+// give the same inputs: remember each answer (release mode only; an interactive or
+// development runner must see every call).
+static cl::opt<bool> MlgoModelMemo(
+    "mlgo-model-memo", cl::Hidden, cl::init(true),
+    cl::desc("Reuse the release-mode inlining model's answer for inputs already seen "
+             "(0: evaluate the model at every call site)"));
+static cl::opt<bool> MlgoCheckModelMemo(
+    "mlgo-check-model-memo", cl::Hidden, cl::init(false),
+    cl::desc("Evaluate the model at every call site and stop at the first answer that "
+             "differs from the memo's"));
+
+namespace {
+struct MlgoModelMemoState {
+  const void *Owner = nullptr;  // the advisor the answers belong to
+  // xxh3 of the input bytes -> (the input bytes, the model's answer)
+  DenseMap<uint64_t, std::pair<std::string, int64_t>> Answers;
+};
+// One per thread: several advisors (e.g. LTO backends) may run at once.
+thread_local MlgoModelMemoState MlgoModelMemoOfThread;
+constexpr size_t MlgoModelMemoMaxEntries = 1 << 14;
+} // namespace
+"""
+
+MODEL_MEMO_LOOKUP = """\
+std::unique_ptr<MLInlineAdvice>
+MLInlineAdvisor::getAdviceFromModel(CallBase &CB,
+                                    OptimizationRemarkEmitter &ORE) {
+  // mlgo: the model's answer, from the memo when these inputs were seen before.
+  if (!MlgoModelMemo || ModelRunner->getKind() != MLModelRunner::Kind::Release)
+    return std::make_unique<MLInlineAdvice>(
+        this, CB, ORE, static_cast<bool>(ModelRunner->evaluate<int64_t>()));
+  auto &Memo = MlgoModelMemoOfThread;
+  if (Memo.Owner != this || Memo.Answers.size() >= MlgoModelMemoMaxEntries) {
+    Memo.Answers.clear();
+    Memo.Owner = this;
+  }
+  // The key: the bytes of every input tensor, in feature order.
+  SmallString<512> Key;
+  for (size_t I = 0, E = getFeatureMap().size(); I < E; ++I) {
+    const char *Bytes = static_cast<const char *>(ModelRunner->getTensorUntyped(I));
+    Key.append(Bytes, Bytes + getFeatureMap()[I].getTotalTensorBufferSize());
+  }
+  // (DenseMap reserves the two largest keys.)
+  uint64_t Hash = std::min<uint64_t>(xxh3_64bits(Key.str()), ~uint64_t(0) - 2);
+  auto [It, New] = Memo.Answers.try_emplace(Hash);
+  if (New) {
+    It->second = {Key.str().str(), ModelRunner->evaluate<int64_t>()};
+  } else if (It->second.first != Key.str()) {
+    // Another input with the same hash: evaluate, keep the first one's entry.
+    return std::make_unique<MLInlineAdvice>(
+        this, CB, ORE, static_cast<bool>(ModelRunner->evaluate<int64_t>()));
+  } else if (MlgoCheckModelMemo &&
+             ModelRunner->evaluate<int64_t>() != It->second.second) {
+    report_fatal_error(Twine("mlgo: the inlining model's memo differs from the "
+                             "model at a call of ") +
+                       CB.getCalledFunction()->getName() + " in " +
+                       CB.getFunction()->getName());
+  }
+  return std::make_unique<MLInlineAdvice>(this, CB, ORE,
+                                          static_cast<bool>(It->second.second));
+}
+"""
+
+WALK_CACHE = """\
+// mlgo (llvm_patches/source_edits.py): a cache of cost walks, kept per callee as a
+// function analysis, so that any pass that changes the callee drops it. The one change
+// that does not go through the analysis manager at once is inlining itself: during an
+// inliner run on an SCC, the SCC's functions (the callers) are edited and invalidated
+// only when the run is done with each, so callees inside the current SCC are walked
+// every time. Two walks of the same callee give the same estimate and features when the
+// call sites look the same to the walk. The key is what the walk reads of a call site
+// and its caller (InlineCost.cpp, CallAnalyzer::analyze and the hooks, as the advisor
+// calls them: no BFI, no PSI): the caller's minsize, optsize and inline-max-stacksize
+// attributes and whether it calls itself; the call's and the callee's attributes,
+// whether the call's block ends in unreachable (allowSizeGrowth) and whether it is the
+// only call of a local callee; per argument its constant or its identity among the
+// arguments, and for a pointer its base, constant offset and whether the base is an
+// alloca. The TargetTransformInfo hooks that see the caller are constant on x86 only, so
+// other targets are walked every time, as are calls that cannot be keyed exactly.
+static cl::opt<bool> MlgoWalkCache(
+    "mlgo-walk-cache", cl::Hidden, cl::init(true),
+    cl::desc("Reuse the cost walk of a callee outside the inliner's current SCC at a "
+             "call site that looks the same to the walk (0: walk at every call site)"));
+static cl::opt<bool> MlgoCheckWalkCache(
+    "mlgo-check-walk-cache", cl::Hidden, cl::init(false),
+    cl::desc("Walk at every call site and stop at the first result that differs from "
+             "the walk cache's"));
+
+namespace {
+using MlgoWalkResult = std::optional<std::pair<int, InlineCostFeatures>>;
+using MlgoWalkKey = SmallVector<uint64_t, 32>;
+// The walks of one callee: invalidated (the default) unless a pass preserves all.
+class MlgoWalkCacheAnalysis : public AnalysisInfoMixin<MlgoWalkCacheAnalysis> {
+  friend AnalysisInfoMixin<MlgoWalkCacheAnalysis>;
+  static AnalysisKey Key;
+
+public:
+  struct Result {
+    SmallVector<std::pair<MlgoWalkKey, MlgoWalkResult>, 2> Walks;
+  };
+  Result run(Function &, FunctionAnalysisManager &) { return Result(); }
+};
+AnalysisKey MlgoWalkCacheAnalysis::Key;
+constexpr unsigned MlgoWalksPerCallee = 8;
+
+struct MlgoWalkCacheState {
+  const void *Owner = nullptr;  // the advisor, during an inliner run on an SCC
+  SmallPtrSet<const Function *, 8> Scope;  // that SCC's functions at the run's start
+};
+thread_local MlgoWalkCacheState MlgoWalkCacheOfThread;
+
+void mlgoWalkCacheReset(const void *Owner, LazyCallGraph::SCC *SCC) {
+  auto &S = MlgoWalkCacheOfThread;
+  S.Scope.clear();
+  S.Owner = SCC ? Owner : nullptr;
+  if (SCC)
+    for (LazyCallGraph::Node &N : *SCC)
+      S.Scope.insert(&N.getFunction());
+}
+
+uint64_t mlgoIdentity(const Value *V, SmallVectorImpl<const Value *> &Seen) {
+  for (unsigned I = 0; I < Seen.size(); ++I)
+    if (Seen[I] == V)
+      return I;
+  Seen.push_back(V);
+  return Seen.size() - 1;
+}
+
+// A pointer argument as analyze() sees it (stripAndComputeInBoundsConstantOffsets):
+// no entry when an inbounds-GEP chain stops at a non-constant index or a GEP that is
+// not inbounds, else its base and constant offset. False: cannot mirror it exactly.
+bool mlgoPointerKey(const DataLayout &DL, const Value *V, MlgoWalkKey &Key,
+                    SmallVectorImpl<const Value *> &Seen, const Value **BaseOut) {
+  unsigned Width = DL.getIndexTypeSizeInBits(V->getType());
+  APInt Offset(Width, 0);
+  SmallPtrSet<const Value *, 4> Visited;
+  Visited.insert(V);
+  do {
+    if (auto *GEP = dyn_cast<GEPOperator>(V)) {
+      if (!GEP->isInBounds() ||
+          !all_of(GEP->indices(), [](const Use &U) { return isa<ConstantInt>(U); })) {
+        Key.push_back(0);  // no entry
+        *BaseOut = nullptr;
+        return true;
+      }
+      APInt GEPOffset(Width, 0);
+      if (!GEP->accumulateConstantOffset(DL, GEPOffset))
+        return false;
+      Offset += GEPOffset;
+      V = GEP->getPointerOperand();
+    } else if (isa<GlobalAlias>(V)) {
+      return false;
+    } else {
+      break;
+    }
+  } while (Visited.insert(V).second);
+  if (Offset.getSignificantBits() > 63)
+    return false;
+  Key.push_back(1);
+  Key.push_back(static_cast<uint64_t>(Offset.getSExtValue()));
+  if (auto *C = dyn_cast<Constant>(V)) {
+    Key.push_back(2);
+    Key.push_back(reinterpret_cast<uintptr_t>(C));
+  } else {
+    Key.push_back(3);
+    Key.push_back(mlgoIdentity(V, Seen));
+  }
+  Key.push_back(isa<AllocaInst>(V));
+  *BaseOut = V;
+  return true;
+}
+
+bool mlgoWalkKey(CallBase &CB, MlgoWalkKey &Key) {
+  Function &Callee = *CB.getCalledFunction();
+  Function &Caller = *CB.getCaller();
+  if (!Callee.getParent()->getTargetTriple().isX86())
+    return false;
+  const DataLayout &DL = Callee.getDataLayout();
+  bool CallerRecursive = false;
+  for (const User *U : Caller.users())
+    if (auto *Call = dyn_cast<CallBase>(U); Call && Call->getFunction() == &Caller) {
+      CallerRecursive = true;
+      break;
+    }
+  const BasicBlock *ReturnsTo = CB.getParent();
+  if (auto *Invoke = dyn_cast<InvokeInst>(&CB))
+    ReturnsTo = Invoke->getNormalDest();
+  Key.push_back(Caller.hasMinSize());
+  Key.push_back(Caller.hasOptSize());
+  Key.push_back(reinterpret_cast<uintptr_t>(
+      Caller.getFnAttribute(InlineConstants::MaxInlineStackSizeAttributeName)
+          .getRawPointer()));
+  Key.push_back(CallerRecursive);
+  Key.push_back(reinterpret_cast<uintptr_t>(CB.getAttributes().getRawPointer()));
+  Key.push_back(reinterpret_cast<uintptr_t>(Callee.getAttributes().getRawPointer()));
+  Key.push_back(isa<UnreachableInst>(ReturnsTo->getTerminator()));
+  Key.push_back(Callee.hasLocalLinkage() && Callee.hasOneLiveUse());
+  Key.push_back(CB.arg_size());
+  SmallVector<const Value *, 16> Seen;
+  for (const Use &U : CB.args()) {
+    const Value *A = U.get();
+    const Value *Base = nullptr;
+    bool IsPointer = A->getType()->isPointerTy();
+    if (IsPointer && !mlgoPointerKey(DL, A, Key, Seen, &Base))
+      return false;
+    if (auto *C = dyn_cast<Constant>(A)) {
+      // Plain data or a global variable: they live as long as the module. (A
+      // function, or a constant holding one, could make an indirect call direct;
+      // a constant expression can be destroyed and its address reused.)
+      if (!isa<ConstantData>(C) && !isa<GlobalVariable>(C))
+        return false;
+      Key.push_back(4);
+      Key.push_back(reinterpret_cast<uintptr_t>(C));
+    } else {
+      // extractvalue looks into the caller's aggregates.
+      if (A->getType()->isAggregateType())
+        return false;
+      Key.push_back(5);
+      Key.push_back(mlgoIdentity(A, Seen));
+    }
+  }
+  return true;
+}
+
+// The cost estimate and features of CB, from the walk cache when it has them.
+MlgoWalkResult
+mlgoCostWalkCached(const void *Advisor, FunctionAnalysisManager &FAM, CallBase &CB,
+                   TargetTransformInfo &TIR,
+                   function_ref<AssumptionCache &(Function &)> GetAssumptionCache) {
+  auto &S = MlgoWalkCacheOfThread;
+  Function &Callee = *CB.getCalledFunction();
+  MlgoWalkKey Key;
+  bool Keyed = MlgoWalkCache && S.Owner == Advisor && !S.Scope.contains(&Callee) &&
+               mlgoWalkKey(CB, Key);
+  bool Reusable = false;
+  if (Keyed)
+    for (auto &[K, R] : FAM.getResult<MlgoWalkCacheAnalysis>(Callee).Walks)
+      if (K == Key) {
+        if (MlgoCheckWalkCache &&
+            llvm::mlgoGetInliningCostEstimateAndFeatures(
+                CB, TIR, GetAssumptionCache, &Reusable) != R)
+          report_fatal_error(Twine("mlgo: the walk cache differs from a new walk at "
+                                   "a call of ") +
+                             Callee.getName() + " in " + CB.getCaller()->getName());
+        return R;
+      }
+  MlgoWalkResult R = llvm::mlgoGetInliningCostEstimateAndFeatures(
+      CB, TIR, GetAssumptionCache, &Reusable);
+  if (Keyed && Reusable) {
+    auto &Entries = FAM.getResult<MlgoWalkCacheAnalysis>(Callee).Walks;
+    if (Entries.size() < MlgoWalksPerCallee)
+      Entries.emplace_back(std::move(Key), R);
+  }
+  return R;
+}
+} // namespace
 """
 
 # {relative path: [(edit name, anchor, replacement)]}
@@ -252,9 +531,17 @@ EDITS = {
          "  // of this walk then differ from a features-only walk.\n"
          "  bool WalkDiverged = false;\n"
          "\n"
+         "  // Set when an indirect call's target is known in this walk (e.g. a function\n"
+         "  // passed in): the walk then read another function's body, which a cache of\n"
+         "  // walks keyed on the callee and the call site would not see change.\n"
+         "  bool ResolvedIndirectCall = false;\n"
+         "\n"
          "  bool onCallBaseVisitStart(CallBase &Call) override {\n"
          "    bool Visit = AnalyzerBase::onCallBaseVisitStart(Call);\n"
          "    WalkDiverged |= !Visit;\n"
+         "    if (!Call.getCalledFunction() &&\n"
+         "        this->SimplifiedValues.lookup(Call.getCalledOperand()))\n"
+         "      ResolvedIndirectCall = true;\n"
          "    return Visit;\n"
          "  }\n"
          "\n"
@@ -287,6 +574,7 @@ EDITS = {
          "      : AnalyzerBase(std::forward<BaseArgs>(Args)...) {}\n"
          "\n"
          "  bool walkDiverged() const { return WalkDiverged; }\n"
+         "  bool resolvedIndirectCall() const { return ResolvedIndirectCall; }\n"
          "\n"
          "  InlineCostFeaturesAnalyzerT(\n"
          "      const TargetTransformInfo &TTI,\n"),
@@ -315,8 +603,10 @@ EDITS = {
                "std::optional<std::pair<int, InlineCostFeatures>>\n"
                "mlgoGetInliningCostEstimateAndFeatures(\n"
                "    CallBase &Call, TargetTransformInfo &CalleeTTI,\n"
-               "    function_ref<AssumptionCache &(Function &)> GetAssumptionCache);\n"
-               "} // namespace llvm\n"),
+               "    function_ref<AssumptionCache &(Function &)> GetAssumptionCache,\n"
+               "    bool *Reusable);\n"
+               "} // namespace llvm\n"
+               "\n" + WALK_CACHE),
         ("merged walk: one call for the estimate and the features",
          "  int CostEstimate = 0;\n"
          "  if (!Mandatory) {\n"
@@ -341,8 +631,7 @@ EDITS = {
          "  int CostEstimate = 0;\n"
          "  std::optional<InlineCostFeatures> CostFeatures;\n"
          "  if (!Mandatory) {\n"
-         "    auto Both = llvm::mlgoGetInliningCostEstimateAndFeatures(\n"
-         "        CB, TIR, GetAssumptionCache);\n"
+         "    auto Both = mlgoCostWalkCached(this, FAM, CB, TIR, GetAssumptionCache);\n"
          "    if (!Both)\n"
          "      return std::make_unique<InlineAdvice>(this, CB, ORE, false);\n"
          "    CostEstimate = Both->first;\n"
@@ -352,6 +641,38 @@ EDITS = {
          "    if (!CostFeatures)\n"
          "      return std::make_unique<InlineAdvice>(this, CB, ORE, false);\n"
          "  }\n"),
+        _after("model memo: includes", "#include \"llvm/Support/CommandLine.h\"\n",
+               "#include \"llvm/ADT/DenseMap.h\"      // mlgo: model memo\n"
+               "#include \"llvm/ADT/SmallString.h\"   // mlgo: model memo\n"
+               "#include \"llvm/Support/xxhash.h\"    // mlgo: model memo\n"
+               "#include <string>                     // mlgo: model memo\n"
+               "#include \"llvm/ADT/SmallPtrSet.h\"   // mlgo: walk cache\n"
+               "#include \"llvm/IR/GlobalAlias.h\"    // mlgo: walk cache\n"
+               "#include \"llvm/IR/GlobalVariable.h\" // mlgo: walk cache\n"
+               "#include \"llvm/IR/Operator.h\"       // mlgo: walk cache\n"
+               "#include \"llvm/TargetParser/Triple.h\" // mlgo: walk cache\n"),
+        _after("model memo: options and per-thread state", "using namespace llvm;\n",
+               "\n" + MODEL_MEMO_STATE),
+        _after("model memo: a new advisor does not inherit answers from the address's "
+               "last owner",
+               "      PSI(MAM.getResult<ProfileSummaryAnalysis>(M)) {\n",
+               "  if (MlgoModelMemoOfThread.Owner == this)  // mlgo: model memo\n"
+               "    MlgoModelMemoOfThread = MlgoModelMemoState();\n"
+               "  FAM.registerPass([] { return MlgoWalkCacheAnalysis(); });  // mlgo\n"),
+        _after("walk cache: a new inliner run starts a new cache",
+               "void MLInlineAdvisor::onPassEntry(LazyCallGraph::SCC *CurSCC) {\n",
+               "  mlgoWalkCacheReset(this, CurSCC);  // mlgo: walk cache\n"),
+        _after("walk cache: and ends it",
+               "void MLInlineAdvisor::onPassExit(LazyCallGraph::SCC *CurSCC) {\n",
+               "  mlgoWalkCacheReset(nullptr, nullptr);  // mlgo: walk cache\n"),
+        ("model memo: remember the model's answers",
+         "std::unique_ptr<MLInlineAdvice>\n"
+         "MLInlineAdvisor::getAdviceFromModel(CallBase &CB,\n"
+         "                                    OptimizationRemarkEmitter &ORE) {\n"
+         "  return std::make_unique<MLInlineAdvice>(\n"
+         "      this, CB, ORE, static_cast<bool>(ModelRunner->evaluate<int64_t>()));\n"
+         "}\n",
+         MODEL_MEMO_LOOKUP),
     ],
 }
 # Marks an edited file, so applying twice is a no-op rather than an error.

@@ -82,8 +82,34 @@ def test_merged_walk_edit_of_the_ml_inline_advisor():
   assert "llvm::getInliningCostEstimate(" not in edited
   # The features alone only for mandatory call sites (upstream computes no estimate there).
   assert edited.count("llvm::getInliningCostFeatures(") == 1
-  assert edited.count("mlgoGetInliningCostEstimateAndFeatures(") == 2  # declared, called
+  # Declared, then called by the walk cache: on a miss, and again in its check mode.
+  assert edited.count("mlgoGetInliningCostEstimateAndFeatures(") == 3
+  assert edited.count("mlgoCostWalkCached(") == 2  # defined, called by getAdviceImpl
   assert source_edits.edit_text(rel, edited) == edited
+
+
+def test_walk_cache_and_model_memo_edits_of_the_ml_inline_advisor():
+  rel = source_edits.ML_INLINE_ADVISOR_SOURCE
+  text = (SRC / rel).read_text()
+  edited = source_edits.edit_text(rel, text)
+  for opt in ("mlgo-walk-cache", "mlgo-check-walk-cache", "mlgo-model-memo",
+              "mlgo-check-model-memo"):
+    assert edited.count(f'"{opt}", cl::Hidden') == 1, opt
+  # The walk cache: a function analysis of the callee, registered by the advisor, scoped
+  # to one inliner run by its entry and exit.
+  assert "FAM.registerPass([] { return MlgoWalkCacheAnalysis(); });" in edited
+  assert edited.count("mlgoWalkCacheReset(") == 3  # defined, at pass entry, at pass exit
+  # Every caller-side fact the walk reads is in the key.
+  for fact in ("Caller.hasMinSize()", "Caller.hasOptSize()",
+               "InlineConstants::MaxInlineStackSizeAttributeName", "CallerRecursive",
+               "CB.getAttributes()", "Callee.getAttributes()", "isa<UnreachableInst>(",
+               "Callee.hasOneLiveUse()", "isa<AllocaInst>(V)", "getTargetTriple().isX86()"):
+    assert fact in edited, fact
+  # The model memo only in release mode; upstream's one-line evaluation is gone.
+  assert "ModelRunner->getKind() != MLModelRunner::Kind::Release" in edited
+  # not release mode, a new input, a hash collision, the check
+  assert edited.count("ModelRunner->evaluate<int64_t>()") == 4
+  assert text.count("ModelRunner->evaluate<int64_t>()") == 1
 
 
 def test_apply_in_place_on_a_tree_and_the_command_line(tmp_path):
