@@ -2,7 +2,7 @@
 
     bazel run //llvm_patches:bench_clang_release -- [--modules=40] [--repeats=3]
         [--corpus=DIR | --packages=bzip2,tinyxml2] [--measure=cpu|instructions] [--jobs=N]
-        [--compiler=NAME=PATH/TO/clang ...]
+        [--compiler=NAME=PATH/TO/clang ...] [--routes=stock,release]
 
 On N modules of a corpus (--corpus; --packages: a temporary -Oz corpus of those Debian
 source packages; default: the default -Oz corpus if built, else bzip2 + tinyxml2, the
@@ -18,7 +18,8 @@ The routes:
   plugin       clang-22 -Oz -fpass-plugin=inline_advisor.so (same model, plugin route)
   NAME         PATH -Oz -mllvm -enable-ml-inliner=release, for each --compiler (e.g. the
                source route's build/bin/clang)
-and prints each as a ratio to stock. The goal for `release` is <= 1.01x.
+and prints each as a ratio to stock (--routes: only these, e.g. stock,release, which
+halves a callgrind run). The goal for `release` is <= 1.01x.
 """
 import argparse
 import concurrent.futures
@@ -92,6 +93,8 @@ def main(argv=None):
                        "on load; CPU times do, so --measure=cpu always runs one at a time)")
   ap.add_argument("--compiler", action="append", default=[], metavar="NAME=CLANG",
                   help="another release-mode clang to time, e.g. the source route's")
+  ap.add_argument("--routes", default="",
+                  help="comma-separated routes to measure (default: all; stock is always one)")
   args = ap.parse_args(argv)
   others = {}
   for spec in args.compiler:
@@ -131,6 +134,13 @@ def main(argv=None):
       "plugin": (tc.clang, [f"-fpass-plugin={plugin}"]),
   }
   routes.update(others)
+  if args.routes:
+    wanted = {"stock", *(r for r in args.routes.split(",") if r)}
+    unknown = sorted(wanted - set(routes))
+    if unknown:
+      shutil.rmtree(tmp, ignore_errors=True)
+      sys.exit(f"bench_clang_release: --routes: unknown {unknown} (have {sorted(routes)})")
+    routes = {k: v for k, v in routes.items() if k in wanted}
   if args.measure == "instructions":
     measure, repeats, unit = (lambda a, o: instructions(a, o.with_suffix(".cg"))), 1, "Minstr"
   else:
