@@ -202,15 +202,18 @@ def test_merged_cost_walk_falls_back_when_the_walks_differ(tmp_path):
   assert filecmp.cmp(objs["check"], objs["two"], shallow=False)
 
 
-def test_walk_cache_and_model_memo_change_no_decision(corpus, tmp_path):
+def test_walk_cache_and_memos_change_no_decision(corpus, tmp_path):
   """source_edits.py's walk cache (a callee's cost walk reused at a call site that looks
-  the same to the walk) and model memo (the model's answer reused for inputs seen
-  before): without them the objects are the same, and their check modes, which walk and
-  evaluate at every call site anyway and stop the compile at the first difference, pass
-  on every corpus module."""
-  off = INLINE_RELEASE + ["-mllvm", "-mlgo-walk-cache=0", "-mllvm", "-mlgo-model-memo=0"]
+  the same to the walk), model memo (the model's answer reused for inputs seen before)
+  and compatibility memo (the attribute checks per pair of attribute lists): without
+  them the objects are the same, and their check modes, which walk, evaluate and check
+  at every call site anyway and stop the compile at the first difference, pass on every
+  corpus module."""
+  off = INLINE_RELEASE + ["-mllvm", "-mlgo-walk-cache=0", "-mllvm", "-mlgo-model-memo=0",
+                          "-mllvm", "-mlgo-compat-memo=0"]
   check = INLINE_RELEASE + ["-mllvm", "-mlgo-check-walk-cache",
-                            "-mllvm", "-mlgo-check-model-memo"]
+                            "-mllvm", "-mlgo-check-model-memo",
+                            "-mllvm", "-mlgo-check-compat-memo"]
   for i, m in enumerate(corpus.modules):
     a, b = tmp_path / f"{_stem(m)}.cached.o", tmp_path / f"{_stem(m)}.off.o"
     _run(m.compile_argv(str(PREFIX / "bin/clang"), a, check))
@@ -284,6 +287,42 @@ def test_walk_cache_key_tells_apart_what_the_walk_reads(tmp_path):
     flags = [a for e in extra for a in ("-mllvm", e)]
     _run([PREFIX / "bin/clang", "-Oz", *INLINE_RELEASE, *flags, "-c", ll, "-o", objs[name]])
   assert filecmp.cmp(objs["check"], objs["off"], shallow=False)
+
+
+# One caller, two callees whose attribute lists differ only in strictfp (which makes
+# the strictfp one incompatible): a compatibility memo keyed on less than both lists
+# would give one callee the other's answer, and its check mode stops the compile.
+COMPAT_IR = """\
+target triple = "x86_64-pc-linux-gnu"
+declare void @ext(i32)
+define internal void @plain(i32 %x) {
+  call void @ext(i32 %x)
+  ret void
+}
+define internal void @strict(i32 %x) strictfp {
+  call void @ext(i32 %x)
+  ret void
+}
+define void @caller(i32 %y) minsize optsize {
+  call void @strict(i32 %y)
+  call void @plain(i32 %y)
+  call void @strict(i32 1)
+  call void @plain(i32 2)
+  ret void
+}
+"""
+
+
+def test_compat_memo_keeps_each_callees_answer(tmp_path):
+  ll = tmp_path / "compat.ll"
+  ll.write_text(COMPAT_IR)
+  outs = {}
+  for name, extra in (("check", ["-mlgo-check-compat-memo"]), ("off", ["-mlgo-compat-memo=0"])):
+    flags = [a for e in extra for a in ("-mllvm", e)]
+    outs[name] = _run([PREFIX / "bin/clang", "-Oz", *INLINE_RELEASE, *flags, "-S",
+                       "-emit-llvm", ll, "-o", "-"]).stdout
+  assert outs["check"] == outs["off"]
+  assert outs["check"].count("call fastcc void @strict(") == 2  # never inlined: strictfp
 
 
 def test_prefix_without_ml_flags_compiles_like_stock(corpus, tmp_path):

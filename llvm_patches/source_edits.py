@@ -31,6 +31,33 @@ merged-cost-walk  InlineCost.cpp + MLInlineAdvisor.cpp: for every call site the 
                 restores the two walks; `-mllvm -mlgo-check-merged-cost-walk` computes
                 both ways and stops the compile at the first difference.
 
+walk-cache      InlineCost.cpp + MLInlineAdvisor.cpp: the merged walk still walks the whole
+                callee at every call site, where the default advisor's walk stops early
+                at its threshold. Calls of one callee often look the same to the walk
+                (same caller-side facts, same constant arguments, same pattern of
+                pointer arguments), so the advisor keeps each callee's walks as a function
+                analysis of the callee (dropped by any pass that changes it) and reuses a
+                walk at a call site with the same key. The key is everything the walk reads
+                of the call site and the caller (listed in the text below); callees in the
+                inliner's current SCC, which inlining edits before the analysis manager
+                hears of it, are walked every time, as are calls the key cannot describe
+                exactly (non-x86 targets, aggregates, functions or constant expressions as
+                arguments, a walk that saw through an indirect call). `-mllvm
+                -mlgo-walk-cache=0` walks every time; `-mllvm -mlgo-check-walk-cache`
+                walks every time and stops at the first cached result that differs.
+
+compat-memo     InlineCost.cpp + MLInlineAdvisor.cpp: every call site's advice starts with
+                the attribute-based checks (is the callee compatible with the caller: the
+                target's subtarget features, the library info, the attribute rules), a
+                few thousand instructions each, over pairs of attribute lists that repeat
+                all through a module. When the two functions share target-cpu, tune-cpu,
+                target-features and the other attributes the x86 subtarget is built from,
+                the checks read nothing but the two attribute lists (otherwise x86 may
+                look into the callee's calls), so during the ML advisor's inliner runs
+                their answer is remembered per pair of lists (uniqued, alive while the
+                module is). `-mllvm -mlgo-compat-memo=0` checks every time; `-mllvm
+                -mlgo-check-compat-memo` checks every time and stops at a difference.
+
 model-memo      MLInlineAdvisor.cpp: the compiled-in model is a pure function of its input
                 tensors, and it is a large share of the advisor's time (about 25,000
                 instructions a call for models/inlining_oz, 4% of an -Oz compile of
@@ -483,6 +510,46 @@ mlgoCostWalkCached(const void *Advisor, FunctionAnalysisManager &FAM, CallBase &
 } // namespace
 """
 
+COMPAT_MEMO = """\
+// mlgo (llvm_patches/source_edits.py): a memo of functionsHaveCompatibleAttributes per
+// pair of attribute lists, active only during the ML inline advisor's inliner runs
+// (the advisor switches it on and off: attribute lists live as long as its module).
+static cl::opt<bool> MlgoCompatMemo(
+    "mlgo-compat-memo", cl::Hidden, cl::init(true),
+    cl::desc("Remember the inline-compatibility checks of a caller and callee per pair "
+             "of attribute lists during ML inliner runs (0: check every time)"));
+static cl::opt<bool> MlgoCheckCompatMemo(
+    "mlgo-check-compat-memo", cl::Hidden, cl::init(false),
+    cl::desc("Check every time and stop where the memo's answer differs"));
+
+namespace llvm {
+struct MlgoCompatMemoState {
+  const void *Owner = nullptr;  // the advisor whose module the lists belong to
+  bool Active = false;
+  // (caller's list, callee's list) -> (the checks read only these lists, their answer)
+  DenseMap<std::pair<const void *, const void *>, std::pair<bool, bool>> Answers;
+};
+MlgoCompatMemoState &mlgoCompatMemo() {
+  static thread_local MlgoCompatMemoState State;
+  return State;
+}
+} // namespace llvm
+
+// The attributes X86TargetMachine::getSubtargetImpl reads: equal in caller and callee,
+// the subtarget features are equal and X86TTIImpl::areInlineCompatible reads no more.
+static bool mlgoCompatDependsOnAttributesOnly(const Function &Caller,
+                                              const Function &Callee) {
+  if (!Caller.getParent()->getTargetTriple().isX86())
+    return false;
+  for (StringRef Name : {"target-cpu", "tune-cpu", "target-features", "use-soft-float",
+                         "prefer-vector-width", "min-legal-vector-width"})
+    if (Caller.getFnAttribute(Name) != Callee.getFnAttribute(Name))
+      return false;
+  return true;
+}
+
+"""
+
 # {relative path: [(edit name, anchor, replacement)]}
 EDITS = {
     FPI_SOURCE: [
@@ -591,6 +658,46 @@ EDITS = {
          "};\n"
          "\n"
          "using InlineCostFeaturesAnalyzer = InlineCostFeaturesAnalyzerT<CallAnalyzer>;\n"),
+        _prefix("compat memo: state and options",
+                "/// Test that there are no attribute conflicts between Caller and Callee\n",
+                COMPAT_MEMO),
+        ("compat memo: the checks, remembered",
+         "  auto CalleeTLI = GetTLI(*Callee);\n"
+         "  return (IgnoreTTIInlineCompatible ||\n"
+         "          TTI.areInlineCompatible(Caller, Callee)) &&\n"
+         "         GetTLI(*Caller).areInlineCompatible(CalleeTLI,\n"
+         "                                             InlineCallerSupersetNoBuiltin) &&\n"
+         "         AttributeFuncs::areInlineCompatible(*Caller, *Callee);\n"
+         "}\n",
+         "  auto Check = [&] {\n"
+         "    auto CalleeTLI = GetTLI(*Callee);\n"
+         "    return (IgnoreTTIInlineCompatible ||\n"
+         "            TTI.areInlineCompatible(Caller, Callee)) &&\n"
+         "           GetTLI(*Caller).areInlineCompatible(CalleeTLI,\n"
+         "                                               InlineCallerSupersetNoBuiltin) &&\n"
+         "           AttributeFuncs::areInlineCompatible(*Caller, *Callee);\n"
+         "  };\n"
+         "  // mlgo: remembered per pair of attribute lists (COMPAT_MEMO above).\n"
+         "  auto &Memo = mlgoCompatMemo();\n"
+         "  if (!MlgoCompatMemo || !Memo.Active)\n"
+         "    return Check();\n"
+         "  auto [It, New] = Memo.Answers.try_emplace(\n"
+         "      {Caller->getAttributes().getRawPointer(),\n"
+         "       Callee->getAttributes().getRawPointer()},\n"
+         "      false, false);\n"
+         "  auto &[AttributesOnly, Compatible] = It->second;\n"
+         "  if (New) {\n"
+         "    AttributesOnly = mlgoCompatDependsOnAttributesOnly(*Caller, *Callee);\n"
+         "    Compatible = AttributesOnly && Check();\n"
+         "  }\n"
+         "  if (!AttributesOnly)\n"
+         "    return Check();\n"
+         "  if (!New && MlgoCheckCompatMemo && Check() != Compatible)\n"
+         "    report_fatal_error(Twine(\"mlgo: the inline-compatibility memo differs \"\n"
+         "                             \"from the checks for \") +\n"
+         "                       Caller->getName() + \" and \" + Callee->getName());\n"
+         "  return Compatible;\n"
+         "}\n"),
         _prefix("merged walk: the entry point",
                 "std::optional<InlineResult> llvm::getAttributeBasedInliningDecision(\n",
                 MERGED_ENTRY_POINT),
@@ -605,6 +712,14 @@ EDITS = {
                "    CallBase &Call, TargetTransformInfo &CalleeTTI,\n"
                "    function_ref<AssumptionCache &(Function &)> GetAssumptionCache,\n"
                "    bool *Reusable);\n"
+               "// mlgo: the inline-compatibility memo (InlineCost.cpp, edited).\n"
+               "struct MlgoCompatMemoState {\n"
+               "  const void *Owner = nullptr;\n"
+               "  bool Active = false;\n"
+               "  DenseMap<std::pair<const void *, const void *>, std::pair<bool, bool>>\n"
+               "      Answers;\n"
+               "};\n"
+               "MlgoCompatMemoState &mlgoCompatMemo();\n"
                "} // namespace llvm\n"
                "\n" + WALK_CACHE),
         ("merged walk: one call for the estimate and the features",
@@ -658,13 +773,21 @@ EDITS = {
                "      PSI(MAM.getResult<ProfileSummaryAnalysis>(M)) {\n",
                "  if (MlgoModelMemoOfThread.Owner == this)  // mlgo: model memo\n"
                "    MlgoModelMemoOfThread = MlgoModelMemoState();\n"
+               "  if (mlgoCompatMemo().Owner == this)  // mlgo: compat memo\n"
+               "    mlgoCompatMemo() = MlgoCompatMemoState();\n"
                "  FAM.registerPass([] { return MlgoWalkCacheAnalysis(); });  // mlgo\n"),
         _after("walk cache: a new inliner run starts a new cache",
                "void MLInlineAdvisor::onPassEntry(LazyCallGraph::SCC *CurSCC) {\n",
-               "  mlgoWalkCacheReset(this, CurSCC);  // mlgo: walk cache\n"),
+               "  mlgoWalkCacheReset(this, CurSCC);  // mlgo: walk cache\n"
+               "  if (mlgoCompatMemo().Owner != this) {  // mlgo: compat memo\n"
+               "    mlgoCompatMemo() = MlgoCompatMemoState();\n"
+               "    mlgoCompatMemo().Owner = this;\n"
+               "  }\n"
+               "  mlgoCompatMemo().Active = CurSCC != nullptr;\n"),
         _after("walk cache: and ends it",
                "void MLInlineAdvisor::onPassExit(LazyCallGraph::SCC *CurSCC) {\n",
-               "  mlgoWalkCacheReset(nullptr, nullptr);  // mlgo: walk cache\n"),
+               "  mlgoWalkCacheReset(nullptr, nullptr);  // mlgo: walk cache\n"
+               "  mlgoCompatMemo().Active = false;      // mlgo: compat memo\n"),
         ("model memo: remember the model's answers",
          "std::unique_ptr<MLInlineAdvice>\n"
          "MLInlineAdvisor::getAdviceFromModel(CallBase &CB,\n"

@@ -60,16 +60,30 @@ def test_merged_walk_edit_of_inline_cost():
   for s in ("mlgoGetInliningCostEstimateAndFeatures(", '"mlgo-merged-cost-walk"',
             '"mlgo-check-merged-cost-walk"', "InlineCostFeaturesAnalyzerT<InlineCostCallAnalyzer>"):
     assert s in edited, s
+  # The compatibility memo: options, and the checks it skips only where they read
+  # nothing but the two attribute lists (the x86 subtarget's attributes equal).
+  for s in ('"mlgo-compat-memo", cl::Hidden', '"mlgo-check-compat-memo", cl::Hidden',
+            "if (!AttributesOnly)\n    return Check();", '"target-features"', '"tune-cpu"',
+            '"target-cpu"', '"use-soft-float"', "if (!MlgoCompatMemo || !Memo.Active)"):
+    assert edited.count(s) == 1, s
   # Upstream lines that leave: only the anchored ones (class heads, the constructor's
-  # name and base, the features' shouldStop); the features' lowered call no longer calls
-  # the virtual penalty hook (two other callers of it stay).
+  # name and base, the features' shouldStop, and the compatibility checks, which move
+  # into a lambda with one more indent); the features' lowered call no longer calls the
+  # virtual penalty hook (two other callers of it stay).
   added, removed = _added_removed(text, edited)
+  checks = ["auto CalleeTLI = GetTLI(*Callee);", "return (IgnoreTTIInlineCompatible ||",
+            "TTI.areInlineCompatible(Caller, Callee)) &&",
+            "GetTLI(*Caller).areInlineCompatible(CalleeTLI,",
+            "InlineCallerSupersetNoBuiltin) &&",
+            "AttributeFuncs::areInlineCompatible(*Caller, *Callee);"]
   assert sorted(removed) == sorted([
       "class InlineCostCallAnalyzer final : public CallAnalyzer {",
       "class InlineCostFeaturesAnalyzer final : public CallAnalyzer {",
       "InlineCostFeaturesAnalyzer(",
       ": CallAnalyzer(Callee, Call, TTI, GetAssumptionCache, GetBFI, GetTLI,",
-      "bool shouldStop() override { return false; }"])
+      "bool shouldStop() override { return false; }"] + checks)
+  for line in checks:  # still there, in the lambda
+    assert any(l.strip() == line for l in added), line
   assert text.count(" onCallPenalty();") - edited.count(" onCallPenalty();") == 1
   assert 100 <= len(added) <= 200
 
