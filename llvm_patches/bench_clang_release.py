@@ -93,6 +93,8 @@ def main(argv=None):
                        "on load; CPU times do, so --measure=cpu always runs one at a time)")
   ap.add_argument("--compiler", action="append", default=[], metavar="NAME=CLANG",
                   help="another release-mode clang to time, e.g. the source route's")
+  ap.add_argument("--per_module", default="",
+                  help="also write each module's figures to this CSV (module, route, value)")
   ap.add_argument("--routes", default="",
                   help="comma-separated routes to measure (default: all; stock is always one)")
   args = ap.parse_args(argv)
@@ -155,14 +157,16 @@ def main(argv=None):
       got[name] = min(measure(m.compile_argv(clang, out, extra), out) for _ in range(repeats))
     return got
 
+  rows = []
   try:
     totals = dict.fromkeys(routes, 0.0)
     start = time.time()
     with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as ex:
-      futures = [ex.submit(one_module, i, m) for i, m in enumerate(mods)]
+      futures = {ex.submit(one_module, i, m): m for i, m in enumerate(mods)}
       for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
         for name, v in fut.result().items():
           totals[name] += v
+          rows.append((futures[fut].name, name, v))
         print(f"\r{done}/{len(mods)} modules", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
     print(f"corpus={corpus_dir} modules={len(mods)} measure={args.measure} repeats={repeats} "
@@ -170,6 +174,12 @@ def main(argv=None):
     scale = 1e-6 if args.measure == "instructions" else 1.0
     for name, t in totals.items():
       print(f"{name:8s} {unit}={t * scale:10.2f}  ratio_to_stock={t / totals['stock']:.4f}")
+    if args.per_module:
+      with open(args.per_module, "w") as f:
+        f.write("module,route,value\n")
+        for r in sorted(rows):
+          f.write(f"{r[0]},{r[1]},{r[2]:.0f}\n")
+      print(f"per-module figures: {args.per_module}")
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
