@@ -413,6 +413,9 @@ bool mlgoPointerKey(const DataLayout &DL, const Value *V, MlgoWalkKey &Key,
   Key.push_back(1);
   Key.push_back(static_cast<uint64_t>(Offset.getSExtValue()));
   if (auto *C = dyn_cast<Constant>(V)) {
+    // As for constant arguments: only constants that live as long as the module.
+    if (!isa<ConstantData>(C) && !isa<GlobalVariable>(C))
+      return false;
     Key.push_back(2);
     Key.push_back(reinterpret_cast<uintptr_t>(C));
   } else {
