@@ -490,8 +490,10 @@ mlgoCostWalkCached(const void *Advisor, FunctionAnalysisManager &FAM, CallBase &
   bool Keyed = MlgoWalkCache && S.Owner == Advisor && !S.Scope.contains(&Callee) &&
                mlgoWalkKey(CB, Key);
   bool Reusable = false;
-  if (Keyed)
-    for (auto &[K, R] : FAM.getResult<MlgoWalkCacheAnalysis>(Callee).Walks)
+  // (Analysis results stay where they are until invalidated; the walk invalidates none.)
+  auto *Walks = Keyed ? &FAM.getResult<MlgoWalkCacheAnalysis>(Callee).Walks : nullptr;
+  if (Walks)
+    for (auto &[K, R] : *Walks)
       if (K == Key) {
         if (MlgoCheckWalkCache &&
             llvm::mlgoGetInliningCostEstimateAndFeatures(
@@ -503,11 +505,8 @@ mlgoCostWalkCached(const void *Advisor, FunctionAnalysisManager &FAM, CallBase &
       }
   MlgoWalkResult R = llvm::mlgoGetInliningCostEstimateAndFeatures(
       CB, TIR, GetAssumptionCache, &Reusable);
-  if (Keyed && Reusable) {
-    auto &Entries = FAM.getResult<MlgoWalkCacheAnalysis>(Callee).Walks;
-    if (Entries.size() < MlgoWalksPerCallee)
-      Entries.emplace_back(std::move(Key), R);
-  }
+  if (Walks && Reusable && Walks->size() < MlgoWalksPerCallee)
+    Walks->emplace_back(std::move(Key), R);
   return R;
 }
 } // namespace
@@ -525,7 +524,7 @@ static cl::opt<bool> MlgoCheckCompatMemo(
     "mlgo-check-compat-memo", cl::Hidden, cl::init(false),
     cl::desc("Check every time and stop where the memo's answer differs"));
 
-namespace llvm {
+namespace {
 struct MlgoCompatMemoState {
   const void *Owner = nullptr;  // the advisor whose module the lists belong to
   bool Active = false;
@@ -535,6 +534,24 @@ struct MlgoCompatMemoState {
 MlgoCompatMemoState &mlgoCompatMemo() {
   static thread_local MlgoCompatMemoState State;
   return State;
+}
+} // namespace
+
+namespace llvm {
+// Called by the ML inline advisor: on at its inliner runs' entry, off at their exit.
+// Another advisor's answers are dropped (its module, and so its lists, may be gone).
+void mlgoCompatMemoSwitch(const void *Advisor, bool Active) {
+  auto &Memo = mlgoCompatMemo();
+  if (Memo.Owner != Advisor) {
+    Memo = MlgoCompatMemoState();
+    Memo.Owner = Advisor;
+  }
+  Memo.Active = Active;
+}
+// Called by a new advisor: one at the same address as the owner is another advisor.
+void mlgoCompatMemoForget(const void *Advisor) {
+  if (mlgoCompatMemo().Owner == Advisor)
+    mlgoCompatMemo() = MlgoCompatMemoState();
 }
 } // namespace llvm
 
@@ -715,14 +732,9 @@ EDITS = {
                "    CallBase &Call, TargetTransformInfo &CalleeTTI,\n"
                "    function_ref<AssumptionCache &(Function &)> GetAssumptionCache,\n"
                "    bool *Reusable);\n"
-               "// mlgo: the inline-compatibility memo (InlineCost.cpp, edited).\n"
-               "struct MlgoCompatMemoState {\n"
-               "  const void *Owner = nullptr;\n"
-               "  bool Active = false;\n"
-               "  DenseMap<std::pair<const void *, const void *>, std::pair<bool, bool>>\n"
-               "      Answers;\n"
-               "};\n"
-               "MlgoCompatMemoState &mlgoCompatMemo();\n"
+               "// mlgo: the inline-compatibility memo's switches (InlineCost.cpp, edited).\n"
+               "void mlgoCompatMemoSwitch(const void *Advisor, bool Active);\n"
+               "void mlgoCompatMemoForget(const void *Advisor);\n"
                "} // namespace llvm\n"
                "\n" + WALK_CACHE),
         ("merged walk: one call for the estimate and the features",
@@ -776,21 +788,16 @@ EDITS = {
                "      PSI(MAM.getResult<ProfileSummaryAnalysis>(M)) {\n",
                "  if (MlgoModelMemoOfThread.Owner == this)  // mlgo: model memo\n"
                "    MlgoModelMemoOfThread = MlgoModelMemoState();\n"
-               "  if (mlgoCompatMemo().Owner == this)  // mlgo: compat memo\n"
-               "    mlgoCompatMemo() = MlgoCompatMemoState();\n"
+               "  mlgoCompatMemoForget(this);  // mlgo: compat memo\n"
                "  FAM.registerPass([] { return MlgoWalkCacheAnalysis(); });  // mlgo\n"),
         _after("walk cache: a new inliner run starts a new cache",
                "void MLInlineAdvisor::onPassEntry(LazyCallGraph::SCC *CurSCC) {\n",
                "  mlgoWalkCacheReset(this, CurSCC);  // mlgo: walk cache\n"
-               "  if (mlgoCompatMemo().Owner != this) {  // mlgo: compat memo\n"
-               "    mlgoCompatMemo() = MlgoCompatMemoState();\n"
-               "    mlgoCompatMemo().Owner = this;\n"
-               "  }\n"
-               "  mlgoCompatMemo().Active = CurSCC != nullptr;\n"),
+               "  mlgoCompatMemoSwitch(this, CurSCC != nullptr);  // mlgo: compat memo\n"),
         _after("walk cache: and ends it",
                "void MLInlineAdvisor::onPassExit(LazyCallGraph::SCC *CurSCC) {\n",
                "  mlgoWalkCacheReset(nullptr, nullptr);  // mlgo: walk cache\n"
-               "  mlgoCompatMemo().Active = false;      // mlgo: compat memo\n"),
+               "  mlgoCompatMemoSwitch(this, false);     // mlgo: compat memo\n"),
         ("model memo: remember the model's answers",
          "std::unique_ptr<MLInlineAdvice>\n"
          "MLInlineAdvisor::getAdviceFromModel(CallBase &CB,\n"
