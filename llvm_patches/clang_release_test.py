@@ -151,19 +151,42 @@ def test_loop_stats_edit_is_built_in_and_changes_no_decision(corpus, tmp_path):
     assert filecmp.cmp(a, b, shallow=False), m.name
 
 
+def _mllvm(*options):
+  return [a for o in options for a in ("-mllvm", o)]
+
+
+def _check_mode_matches_off_on_corpus(corpus, tmp_path, check, off, compare_every_other):
+  """Compiles every corpus module with the check-mode options CHECK (the compile stops
+  at a difference) and every other one also with OFF; the objects must be the same."""
+  for i, m in enumerate(corpus.modules):
+    a, b = tmp_path / f"{_stem(m)}.check.o", tmp_path / f"{_stem(m)}.off.o"
+    _run(m.compile_argv(str(PREFIX / "bin/clang"), a, INLINE_RELEASE + _mllvm(*check)))
+    if i % 2 == compare_every_other:
+      _run(m.compile_argv(str(PREFIX / "bin/clang"), b, INLINE_RELEASE + _mllvm(*off)))
+      assert filecmp.cmp(a, b, shallow=False), m.name
+
+
+def _check_mode_matches_off_on_ir(tmp_path, ir, check, off, output=("-c",)):
+  """Compiles IR at -Oz in release mode with the check-mode options CHECK and with OFF;
+  returns both outputs (bytes), which the caller compares."""
+  ll = tmp_path / "module.ll"
+  ll.write_text(ir)
+  outs = {}
+  for name, options in (("check", check), ("off", off)):
+    out = tmp_path / f"{name}.out"
+    _run([PREFIX / "bin/clang", "-Oz", *INLINE_RELEASE, *_mllvm(*options), *output, ll,
+          "-o", out])
+    outs[name] = out.read_bytes()
+  return outs["check"], outs["off"]
+
+
 def test_merged_cost_walk_changes_no_decision(corpus, tmp_path):
   """source_edits.py's merged walk (one walk of the callee for the cost estimate and the
   features): upstream's two walks (-mlgo-merged-cost-walk=0) give the same objects, and the
   check mode, which computes both ways at every call site and stops the compile at the
   first difference, passes on every corpus module."""
-  two_walks = INLINE_RELEASE + ["-mllvm", "-mlgo-merged-cost-walk=0"]
-  check = INLINE_RELEASE + ["-mllvm", "-mlgo-check-merged-cost-walk"]
-  for i, m in enumerate(corpus.modules):
-    a, b = tmp_path / f"{_stem(m)}.merged.o", tmp_path / f"{_stem(m)}.two.o"
-    _run(m.compile_argv(str(PREFIX / "bin/clang"), a, check))
-    if i % 2 == 0:
-      _run(m.compile_argv(str(PREFIX / "bin/clang"), b, two_walks))
-      assert filecmp.cmp(a, b, shallow=False), m.name
+  _check_mode_matches_off_on_corpus(corpus, tmp_path, ["-mlgo-check-merged-cost-walk"],
+                                    ["-mlgo-merged-cost-walk=0"], compare_every_other=0)
 
 
 # A callee whose inner call carries "call-inline-cost": the cost walk skips that call's
@@ -191,15 +214,10 @@ attributes #1 = { "call-inline-cost"="40" }
 
 
 def test_merged_cost_walk_falls_back_when_the_walks_differ(tmp_path):
-  ll = tmp_path / "call_inline_cost.ll"
-  ll.write_text(CALL_INLINE_COST_IR)
-  objs = {}
-  for name, extra in (("check", ["-mlgo-check-merged-cost-walk"]),
-                      ("two", ["-mlgo-merged-cost-walk=0"])):
-    objs[name] = tmp_path / f"{name}.o"
-    flags = [a for e in extra for a in ("-mllvm", e)]
-    _run([PREFIX / "bin/clang", "-Oz", *INLINE_RELEASE, *flags, "-c", ll, "-o", objs[name]])
-  assert filecmp.cmp(objs["check"], objs["two"], shallow=False)
+  merged, two = _check_mode_matches_off_on_ir(tmp_path, CALL_INLINE_COST_IR,
+                                              ["-mlgo-check-merged-cost-walk"],
+                                              ["-mlgo-merged-cost-walk=0"])
+  assert merged == two
 
 
 def test_walk_cache_and_memos_change_no_decision(corpus, tmp_path):
@@ -209,17 +227,11 @@ def test_walk_cache_and_memos_change_no_decision(corpus, tmp_path):
   them the objects are the same, and their check modes, which walk, evaluate and check
   at every call site anyway and stop the compile at the first difference, pass on every
   corpus module."""
-  off = INLINE_RELEASE + ["-mllvm", "-mlgo-walk-cache=0", "-mllvm", "-mlgo-model-memo=0",
-                          "-mllvm", "-mlgo-compat-memo=0"]
-  check = INLINE_RELEASE + ["-mllvm", "-mlgo-check-walk-cache",
-                            "-mllvm", "-mlgo-check-model-memo",
-                            "-mllvm", "-mlgo-check-compat-memo"]
-  for i, m in enumerate(corpus.modules):
-    a, b = tmp_path / f"{_stem(m)}.cached.o", tmp_path / f"{_stem(m)}.off.o"
-    _run(m.compile_argv(str(PREFIX / "bin/clang"), a, check))
-    if i % 2 == 1:
-      _run(m.compile_argv(str(PREFIX / "bin/clang"), b, off))
-      assert filecmp.cmp(a, b, shallow=False), m.name
+  _check_mode_matches_off_on_corpus(
+      corpus, tmp_path,
+      ["-mlgo-check-walk-cache", "-mlgo-check-model-memo", "-mlgo-check-compat-memo"],
+      ["-mlgo-walk-cache=0", "-mlgo-model-memo=0", "-mlgo-compat-memo=0"],
+      compare_every_other=1)
 
 
 # Calls of one callee that differ in one thing the cost walk reads each (which constant
@@ -278,15 +290,10 @@ define void @caller_no_minsize(i32 %y, ptr %r, ptr %s, i32 %n) optsize {
 
 
 def test_walk_cache_key_tells_apart_what_the_walk_reads(tmp_path):
-  ll = tmp_path / "walk_key.ll"
-  ll.write_text(WALK_KEY_IR)
-  objs = {}
-  for name, extra in (("check", ["-mlgo-check-walk-cache", "-mlgo-check-model-memo"]),
-                      ("off", ["-mlgo-walk-cache=0", "-mlgo-model-memo=0"])):
-    objs[name] = tmp_path / f"{name}.o"
-    flags = [a for e in extra for a in ("-mllvm", e)]
-    _run([PREFIX / "bin/clang", "-Oz", *INLINE_RELEASE, *flags, "-c", ll, "-o", objs[name]])
-  assert filecmp.cmp(objs["check"], objs["off"], shallow=False)
+  cached, off = _check_mode_matches_off_on_ir(
+      tmp_path, WALK_KEY_IR, ["-mlgo-check-walk-cache", "-mlgo-check-model-memo"],
+      ["-mlgo-walk-cache=0", "-mlgo-model-memo=0"])
+  assert cached == off
 
 
 # One caller, two callees whose attribute lists differ only in strictfp (which makes
@@ -314,15 +321,11 @@ define void @caller(i32 %y) minsize optsize {
 
 
 def test_compat_memo_keeps_each_callees_answer(tmp_path):
-  ll = tmp_path / "compat.ll"
-  ll.write_text(COMPAT_IR)
-  outs = {}
-  for name, extra in (("check", ["-mlgo-check-compat-memo"]), ("off", ["-mlgo-compat-memo=0"])):
-    flags = [a for e in extra for a in ("-mllvm", e)]
-    outs[name] = _run([PREFIX / "bin/clang", "-Oz", *INLINE_RELEASE, *flags, "-S",
-                       "-emit-llvm", ll, "-o", "-"]).stdout
-  assert outs["check"] == outs["off"]
-  assert outs["check"].count("call fastcc void @strict(") == 2  # never inlined: strictfp
+  memo, off = _check_mode_matches_off_on_ir(tmp_path, COMPAT_IR, ["-mlgo-check-compat-memo"],
+                                            ["-mlgo-compat-memo=0"],
+                                            output=("-S", "-emit-llvm"))
+  assert memo == off
+  assert memo.decode().count("call fastcc void @strict(") == 2  # never inlined: strictfp
 
 
 def test_prefix_without_ml_flags_compiles_like_stock(corpus, tmp_path):
