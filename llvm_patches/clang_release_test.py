@@ -151,6 +151,52 @@ def test_loop_stats_edit_is_built_in_and_changes_no_decision(corpus, tmp_path):
     assert filecmp.cmp(a, b, shallow=False), m.name
 
 
+def test_fpi_fast_changes_no_decision(corpus, tmp_path):
+  """source_edits.py's fast function properties (no LoopInfo, no new dominator tree, one
+  walk of each block) for the advisor: upstream's computation (-mlgo-fpi-fast=0) gives the
+  same objects, and the check mode, which computes both and stops at the first difference,
+  passes on every corpus module."""
+  _check_mode_matches_off_on_corpus(corpus, tmp_path, ["-mlgo-check-fpi-fast"],
+                                    ["-mlgo-fpi-fast=0"], compare_every_other=1)
+
+
+# A function with two loops (one nested) and a block no path reaches.
+LOOPS_IR = """\
+define i32 @f(i32 %n) {
+entry:
+  br label %outer
+outer:
+  %i = phi i32 [ 0, %entry ], [ %i1, %outer.latch ]
+  br label %inner
+inner:
+  %j = phi i32 [ 0, %outer ], [ %j1, %inner ]
+  %j1 = add i32 %j, 1
+  %c = icmp slt i32 %j1, %n
+  br i1 %c, label %inner, label %outer.latch
+outer.latch:
+  %i1 = add i32 %i, 1
+  %d = icmp slt i32 %i1, %n
+  br i1 %d, label %outer, label %exit
+exit:
+  ret i32 %i1
+dead:
+  ret i32 0
+}
+"""
+
+
+def test_other_users_of_function_properties_keep_loop_statistics(tmp_path):
+  """The fast path is the ML advisor's only: opt's printer in the prefix still reports the
+  loop statistics (and skips the unreachable block), as stock opt does."""
+  ll = tmp_path / "loops.ll"
+  ll.write_text(LOOPS_IR)
+  argv = ["-passes=print<func-properties>", "-disable-output", ll]
+  ours = _run([PREFIX / "bin/opt", *argv]).stderr
+  assert "TopLevelLoopCount: 1" in ours and "MaxLoopDepth: 2" in ours
+  assert "BasicBlockCount: 5" in ours
+  assert ours == _run([TC.opt, *argv]).stderr
+
+
 def _mllvm(*options):
   return [a for o in options for a in ("-mllvm", o)]
 

@@ -19,18 +19,23 @@ def test_fpi_edit_applies_to_the_pinned_source(tmp_path):
   edited = source_edits.edit_text(FPI, text)
   assert edited != text and source_edits.MARKER in edited
   assert '"mlgo-fpi-update-loop-stats", cl::Hidden, cl::init(false)' in edited
-  # The LoopInfo query survives only behind the option; Uses is still refreshed.
+  assert '"mlgo-fpi-fast", cl::Hidden, cl::init(true)' in edited
+  # The update's LoopInfo query survives only behind the option; Uses is still refreshed.
   assert edited.count("FAM.getResult<LoopAnalysis>(const_cast<Function &>(Caller))") == 1
   assert "if (MlgoFPIUpdateLoopStats) {" in edited
   assert "FPI.Uses = getUses(Caller);" in edited
-  # Nothing else of the file changes: only the two anchored LoopInfo lines leave (they
-  # come back indented, behind the option), and only a few lines are added.
-  added = [l for l in edited.splitlines() if l not in text.splitlines()]
-  assert 6 <= len(added) <= 16
-  removed = [l for l in text.splitlines() if l not in edited.splitlines()]
-  assert [l.strip() for l in removed] == [
+  # The fast path is the advisor's only, and upstream's path stays after it.
+  assert "mlgoFPIForInlineAdvisor() &&" in edited
+  assert edited.count("return getFunctionPropertiesInfo(F, FAM.getResult<DominatorTreeAnalysis>(F),") == 1
+  # What leaves the file: the two anchored LoopInfo lines (they come back indented,
+  # behind the option) and the second walk of each block (sizeWithoutDebug), which
+  # stays only behind -mlgo-fpi-fast=0 and the check.
+  added, removed = _added_removed(text, edited)
+  assert removed == [
+      "TotalInstructionCount += Direction * BB.sizeWithoutDebug();",
       "const auto &LI = FAM.getResult<LoopAnalysis>(const_cast<Function &>(Caller));",
       "FPI.updateAggregateStats(Caller, LI);"]
+  assert "    Size = BB.sizeWithoutDebug();" in added
   assert source_edits.edit_text(FPI, edited) == edited  # applying twice: a no-op
 
 
