@@ -29,7 +29,10 @@ fpi-fast        FunctionPropertiesAnalysis.cpp + MLInlineAdvisor.cpp: the adviso
                 the entry (the same reachable blocks, included in the same order), and
                 counts in the block's one loop: about 10% of the advisor's extra cost on
                 pugixml's tests. Other users of the analysis (opt's
-                print<func-properties>) keep upstream's path. `-mllvm -mlgo-fpi-fast=0`
+                print<func-properties>) keep upstream's path; only in a pipeline that
+                also runs the ML inliner can they be handed a result the advisor left
+                cached, with zero loop statistics (stale ones without this edit, see
+                fpi-loop-stats). `-mllvm -mlgo-fpi-fast=0`
                 restores upstream's computation; `-mllvm -mlgo-check-fpi-fast` also
                 computes it and stops at the first difference (loop statistics aside).
 
