@@ -19,7 +19,9 @@ The routes:
   NAME         PATH -Oz -mllvm -enable-ml-inliner=release, for each --compiler (e.g. the
                source route's build/bin/clang)
 and prints each as a ratio to stock (--routes: only these, e.g. stock,release, which
-halves a callgrind run). The goal for `release` is <= 1.01x.
+halves a callgrind run). The goal for `release` is <= 1.01x. Each route's total comes
+with its per-module median and range, how many modules are above the goal, and its ratio
+per package; --per_module=CSV also writes the per-module ratios as a plot (CSV -> .png).
 """
 import argparse
 import concurrent.futures
@@ -75,6 +77,61 @@ def instructions(argv, out_file: pathlib.Path) -> float:
   raise RuntimeError(f"{out_file}: no summary line in callgrind's output")
 
 
+GOAL = 1.01  # the release route's compile-time goal, as a ratio to stock
+
+
+def summarize(rows):
+  """rows: (module, route, value) with a "stock" row for every module. Per route other
+  than stock: {"total", "median", "min", "max", "above_goal", "modules",
+  "packages": {package: (stock sum, ratio)}}. A total can hide where the cost lands
+  (one package can carry it), so the per-module spread and per-package ratios go with it.
+  """
+  by_module = {}
+  for module, route, value in rows:
+    by_module.setdefault(module, {})[route] = value
+  missing = sorted(m for m, v in by_module.items() if "stock" not in v)
+  if missing:
+    raise ValueError(f"no stock figure for {missing[:3]}")
+  out = {}
+  for route in sorted({r for _, r, _ in rows} - {"stock"}):
+    mods = [m for m, v in by_module.items() if route in v]
+    ratios = sorted(by_module[m][route] / by_module[m]["stock"] for m in mods)
+    n = len(ratios)
+    median = ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
+    packages = {}
+    for m in mods:
+      s, r = packages.get(m.split("/")[0], (0.0, 0.0))
+      packages[m.split("/")[0]] = (s + by_module[m]["stock"], r + by_module[m][route])
+    out[route] = {
+        "total": sum(by_module[m][route] for m in mods) / sum(by_module[m]["stock"] for m in mods),
+        "median": median, "min": ratios[0], "max": ratios[-1], "modules": n,
+        "above_goal": sum(r > GOAL for r in ratios),
+        "packages": {k: (s, r / s) for k, (s, r) in sorted(packages.items())},
+    }
+  return out
+
+
+def plot_ratios(rows, png: pathlib.Path):
+  """Each module's ratio to stock per route, sorted, with the goal line: where the excess
+  sits (a few modules or all of them)."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  stock = {m: v for m, r, v in rows if r == "stock"}
+  fig, ax = plt.subplots(figsize=(8, 4))
+  for route in sorted({r for _, r, _ in rows} - {"stock"}):
+    ratios = sorted(v / stock[m] for m, r, v in rows if r == route)
+    ax.plot(range(1, len(ratios) + 1), ratios, marker=".", label=route)
+  ax.axhline(GOAL, color="red", linestyle="--", linewidth=1, label=f"goal {GOAL}x")
+  ax.axhline(1.0, color="grey", linewidth=0.5)
+  ax.set_xlabel("modules, sorted by ratio")
+  ax.set_ylabel("compile cost / stock clang-22 -Oz")
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(png, dpi=100)
+  plt.close(fig)
+
+
 def _home() -> pathlib.Path:
   return pathlib.Path(os.environ.get("MLGO_HOME") or
                       pathlib.Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "mlgo")
@@ -94,7 +151,8 @@ def main(argv=None):
   ap.add_argument("--compiler", action="append", default=[], metavar="NAME=CLANG",
                   help="another release-mode clang to time, e.g. the source route's")
   ap.add_argument("--per_module", default="",
-                  help="also write each module's figures to this CSV (module, route, value)")
+                  help="also write each module's figures to this CSV (module, route, value) "
+                       "and a plot of the per-module ratios beside it (.png)")
   ap.add_argument("--routes", default="",
                   help="comma-separated routes to measure (default: all; stock is always one)")
   args = ap.parse_args(argv)
@@ -174,12 +232,19 @@ def main(argv=None):
     scale = 1e-6 if args.measure == "instructions" else 1.0
     for name, t in totals.items():
       print(f"{name:8s} {unit}={t * scale:10.2f}  ratio_to_stock={t / totals['stock']:.4f}")
+    for name, st in summarize(rows).items():
+      print(f"{name:8s} per module: median {st['median']:.4f}x, {st['min']:.3f}x to "
+            f"{st['max']:.3f}x, {st['above_goal']} of {st['modules']} above {GOAL}x")
+      print(f"{name:8s} per package: " + ", ".join(
+          f"{k} {r:.4f}x" for k, (_, r) in st["packages"].items()))
     if args.per_module:
       with open(args.per_module, "w") as f:
         f.write("module,route,value\n")
         for r in sorted(rows):
           f.write(f"{r[0]},{r[1]},{r[2]:.0f}\n")
-      print(f"per-module figures: {args.per_module}")
+      png = pathlib.Path(args.per_module).with_suffix(".png")
+      plot_ratios(rows, png)
+      print(f"per-module figures: {args.per_module} (plot: {png})")
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
