@@ -673,33 +673,18 @@ EDITS = {
                "    cl::desc(\"The minimum number of arguments a function call must have before \"\n"
                "             \"it is considered having many arguments.\"));\n",
                "\n" + FPI_OPTIONS),
+        _prefix("fpi-fast: a count for the block's one loop",
+                "  for (const auto &I : BB) {\n"
+                "    if (auto *CS = dyn_cast<CallBase>(&I)) {\n",
+                "  // mlgo: BasicBlock::sizeWithoutDebug's count (its filter: no debug intrinsic, no\n"
+                "  // pseudo probe), taken in this loop instead of a second walk through a\n"
+                "  // std::function filter.\n"
+                "  int64_t Size = 0;\n"),
         ("fpi-fast: the instruction count in the block's one loop",
-         "  for (const auto &I : BB) {\n"
-         "    if (auto *CS = dyn_cast<CallBase>(&I)) {\n"
-         "      const auto *Callee = CS->getCalledFunction();\n"
-         "      if (Callee && !Callee->isIntrinsic() && !Callee->isDeclaration())\n"
-         "        DirectCallsToDefinedFunctions += Direction;\n"
-         "    }\n"
-         "    if (I.getOpcode() == Instruction::Load) {\n"
-         "      LoadInstCount += Direction;\n"
-         "    } else if (I.getOpcode() == Instruction::Store) {\n"
          "      StoreInstCount += Direction;\n"
          "    }\n"
          "  }\n"
          "  TotalInstructionCount += Direction * BB.sizeWithoutDebug();\n",
-         "  // mlgo: BasicBlock::sizeWithoutDebug's count (its filter: no debug intrinsic, no\n"
-         "  // pseudo probe), taken in this loop instead of a second walk through a\n"
-         "  // std::function filter.\n"
-         "  int64_t Size = 0;\n"
-         "  for (const auto &I : BB) {\n"
-         "    if (auto *CS = dyn_cast<CallBase>(&I)) {\n"
-         "      const auto *Callee = CS->getCalledFunction();\n"
-         "      if (Callee && !Callee->isIntrinsic() && !Callee->isDeclaration())\n"
-         "        DirectCallsToDefinedFunctions += Direction;\n"
-         "    }\n"
-         "    if (I.getOpcode() == Instruction::Load) {\n"
-         "      LoadInstCount += Direction;\n"
-         "    } else if (I.getOpcode() == Instruction::Store) {\n"
          "      StoreInstCount += Direction;\n"
          "    }\n"
          "    Size += !isa<DbgInfoIntrinsic>(I) && !isa<PseudoProbeInst>(I);\n"
