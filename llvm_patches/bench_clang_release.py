@@ -29,6 +29,7 @@ import os
 import pathlib
 import pwd
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -96,15 +97,15 @@ def summarize(rows):
   for route in sorted({r for _, r, _ in rows} - {"stock"}):
     mods = [m for m, v in by_module.items() if route in v]
     ratios = sorted(by_module[m][route] / by_module[m]["stock"] for m in mods)
-    n = len(ratios)
-    median = ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
     packages = {}
     for m in mods:
-      s, r = packages.get(m.split("/")[0], (0.0, 0.0))
-      packages[m.split("/")[0]] = (s + by_module[m]["stock"], r + by_module[m][route])
+      package = m.split("/")[0]
+      s, r = packages.get(package, (0.0, 0.0))
+      packages[package] = (s + by_module[m]["stock"], r + by_module[m][route])
     out[route] = {
         "total": sum(by_module[m][route] for m in mods) / sum(by_module[m]["stock"] for m in mods),
-        "median": median, "min": ratios[0], "max": ratios[-1], "modules": n,
+        "median": statistics.median(ratios), "min": ratios[0], "max": ratios[-1],
+        "modules": len(ratios),
         "above_goal": sum(r > GOAL for r in ratios),
         "packages": {k: (s, r / s) for k, (s, r) in sorted(packages.items())},
     }
