@@ -28,12 +28,12 @@ fpi-fast        FunctionPropertiesAnalysis.cpp + MLInlineAdvisor.cpp: the adviso
                 the edit skips LoopInfo, uses a cached dominator tree or else a walk from
                 the entry (the same reachable blocks, included in the same order), and
                 counts in the block's one loop: a third of release mode's extra cost on
-                pugixml's test_header_only_2.cpp (116 M to 74 M instructions). Other users of the analysis (opt's
-                print<func-properties>) keep upstream's path; only in a pipeline that
-                also runs the ML inliner can they be handed a result the advisor left
-                cached, with zero loop statistics (stale ones without this edit, see
-                fpi-loop-stats). `-mllvm -mlgo-fpi-fast=0`
-                restores upstream's computation; `-mllvm -mlgo-check-fpi-fast` also
+                pugixml's test_header_only_2.cpp (116 M to 74 M instructions). Other
+                users of the analysis (opt's print<func-properties>) keep upstream's
+                path; only in a pipeline that also runs the ML inliner can they be
+                handed a result the advisor left cached, with zero loop statistics
+                (stale ones without this edit, see fpi-loop-stats). `-mllvm
+                -mlgo-fpi-fast=0` restores upstream's computation; `-mllvm -mlgo-check-fpi-fast` also
                 computes it and stops at the first difference (loop statistics aside).
 
 merged-cost-walk  InlineCost.cpp + MLInlineAdvisor.cpp: for every call site the ML inline
@@ -628,23 +628,19 @@ FPI_FAST = """\
       FPI.IR2VecVocab = Vocabulary;
       FPI.FunctionEmbedding = ir2vec::Embedding(Vocabulary->getDimension(), 0.0);
     }
-    if (const auto *DT = FAM.getCachedResult<DominatorTreeAnalysis>(F)) {
-      for (const auto &BB : F)
-        if (DT->isReachableFromEntry(&BB))
-          FPI.reIncludeBB(BB);
-    } else {
-      SmallPtrSet<const BasicBlock *, 32> Reached;
-      SmallVector<const BasicBlock *, 32> Work;
+    const auto *DT = FAM.getCachedResult<DominatorTreeAnalysis>(F);
+    SmallPtrSet<const BasicBlock *, 32> Reached;
+    if (!DT) {
+      SmallVector<const BasicBlock *, 32> Work{&F.getEntryBlock()};
       Reached.insert(&F.getEntryBlock());
-      Work.push_back(&F.getEntryBlock());
       while (!Work.empty())
         for (const BasicBlock *Succ : successors(Work.pop_back_val()))
           if (Reached.insert(Succ).second)
             Work.push_back(Succ);
-      for (const auto &BB : F)
-        if (Reached.contains(&BB))
-          FPI.reIncludeBB(BB);
     }
+    for (const auto &BB : F)
+      if (DT ? DT->isReachableFromEntry(&BB) : Reached.contains(&BB))
+        FPI.reIncludeBB(BB);
     FPI.Uses = getUses(F);  // updateAggregateStats, less the loop statistics
     if (MlgoCheckFPIFast) {
       auto Upstream = getFunctionPropertiesInfo(
