@@ -1,7 +1,12 @@
-"""Averages the weights of a run's saved iteration policies (same spec) into one policy.
+"""Merges policies into one policy dir.
+
+--mode=weights (default): the weight average of a run's saved iteration policies (same
+spec). --mode=ensemble: one wider network whose output is the mean of the members'
+outputs (same features and normalization; any widths), which every consumer of a policy
+dir (evaluate, export, AOT, the release compiler) reads like any other policy.
 
   bazel run //tools:average_policies -- --run=RUN_DIR --first=131 --last=160 --output=DIR
-  bazel run //tools:average_policies -- --output=DIR POLICY_DIR POLICY_DIR ...
+  bazel run //tools:average_policies -- --mode=ensemble --output=DIR POLICY_DIR POLICY_DIR ...
 """
 import argparse
 import sys
@@ -16,6 +21,7 @@ def main(argv=None) -> int:
   ap.add_argument("--first", type=int)
   ap.add_argument("--last", type=int)
   ap.add_argument("--output", required=True)
+  ap.add_argument("--mode", choices=("weights", "ensemble"), default="weights")
   ap.add_argument("policies", nargs="*")
   a = ap.parse_args(argv)
   dirs = [user_path(p) for p in a.policies]
@@ -29,10 +35,14 @@ def main(argv=None) -> int:
     raise SystemExit(f"not policy dirs: {', '.join(missing[:5])}")
   from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   try:
-    policy_io.average_policies(dirs, user_path(a.output))
+    if a.mode == "ensemble":
+      policy_io.ensemble_policies(dirs, user_path(a.output))
+    else:
+      policy_io.average_policies(dirs, user_path(a.output))
   except ValueError as e:
     raise SystemExit(str(e)) from e
-  print(f"averaged {len(dirs)} policies into {user_path(a.output)}")
+  verb = "ensembled" if a.mode == "ensemble" else "averaged"
+  print(f"{verb} {len(dirs)} policies into {user_path(a.output)}")
   return 0
 
 

@@ -220,7 +220,17 @@ def publish_iteration_policy(output, iteration: int, spec: dict, weights: dict, 
 
 
 # Spec keys that record how one policy dir was made, not what the policy is.
-MEMBER_PROVENANCE = ("averaged_from", "fine_tuned_from", "probe_dirs", "widened_from")
+MEMBER_PROVENANCE = ("averaged_from", "fine_tuned_from", "probe_dirs", "widened_from",
+                     "ensemble_of")
+
+
+def _check_same_inputs(dirs, pols, keys, why: str = ""):
+  ref = pols[0]
+  for d, p in zip(dirs[1:], pols[1:]):
+    for key in keys:
+      if json.dumps(p.spec.get(key), sort_keys=True) != json.dumps(ref.spec.get(key),
+                                                                   sort_keys=True):
+        raise ValueError(f"{d}: its {key} differs from {dirs[0]}'s{why}")
 
 
 def average_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
@@ -232,12 +242,8 @@ def average_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
     raise ValueError("average_policies: no policy dirs given")
   pols = [load_policy(d) for d in dirs]
   ref = pols[0]
-  for d, p in zip(dirs[1:], pols[1:]):
-    for key in ("problem", "features", "normalization", "architecture"):
-      if json.dumps(p.spec.get(key), sort_keys=True) != json.dumps(ref.spec.get(key),
-                                                                   sort_keys=True):
-        raise ValueError(f"{d}: its {key} differs from {dirs[0]}'s; only policies of one "
-                         f"run (same spec) can be averaged")
+  _check_same_inputs(dirs, pols, ("problem", "features", "normalization", "architecture"),
+                     "; only policies of one run (same spec) can be averaged")
   weights = {k: np.mean([p.arch.w[k] for p in pols], axis=0).astype(ref.arch.w[k].dtype)
              for k in ref.arch.w}
   # How each member was made (fine-tuning source, probe dirs, an earlier average) is
@@ -246,6 +252,62 @@ def average_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
   spec = {k: v for k, v in ref.spec.items() if k not in MEMBER_PROVENANCE}
   spec["averaged_from"] = [str(d) for d in dirs]
   write_policy_dir(output, spec, weights, saved_model=saved_model)
+  return load_policy(output)
+
+
+def ensemble_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
+  """One policy whose output is the mean of the members' outputs (logits, or the mean of
+  a Normal), written as a single wider MLP of the same architecture: the members' hidden
+  layers side by side (block-diagonal from the second layer on) and their output layers
+  stacked and divided by their number. Unlike a weight average, this needs no shared
+  training trajectory; the members need the same problem, features, normalization and
+  architecture (all but the layer widths, which add up). Every consumer of a policy dir
+  (numpy evaluator, SavedModel, AOT, the release compiler) reads the result unchanged."""
+  dirs = [pathlib.Path(d) for d in policy_dirs]
+  if not dirs:
+    raise ValueError("ensemble_policies: no policy dirs given")
+  pols = [load_policy(d) for d in dirs]
+  _check_same_inputs(dirs, pols, ("problem", "features", "normalization", "defer"))
+  archs = [dict(p.spec["architecture"]) for p in pols]
+  rest = [{k: v for k, v in a.items() if k != "hidden"} for a in archs]
+  for d, a, r in zip(dirs, archs, rest):
+    if r != rest[0] or len(a.get("hidden", ())) != len(archs[0].get("hidden", ())):
+      raise ValueError(f"{d}: its architecture differs from {dirs[0]}'s beyond the layer "
+                       "widths")
+  n_hidden = len(archs[0]["hidden"])
+  if n_hidden == 0:
+    raise ValueError(f"{dirs[0]}: a policy without hidden layers cannot be ensembled")
+  ws = [p.arch.w for p in pols]
+  known = {f"hidden_{i}/{t}" for i in range(n_hidden) for t in ("kernel", "bias")}
+  known |= {"out/kernel", "out/bias", "std/bias"}
+  for d, w in zip(dirs, ws):
+    extra = sorted(set(w) - known)
+    if extra:
+      raise ValueError(f"{d}: weights {extra} have no ensemble rule")
+  k = float(len(ws))
+  out = {"hidden_0/kernel": np.concatenate([w["hidden_0/kernel"] for w in ws], axis=1)}
+  for i in range(1, n_hidden):
+    blocks = [w[f"hidden_{i}/kernel"] for w in ws]
+    big = np.zeros((sum(b.shape[0] for b in blocks), sum(b.shape[1] for b in blocks)),
+                   np.float32)
+    r = c = 0
+    for b in blocks:
+      big[r:r + b.shape[0], c:c + b.shape[1]] = b
+      r, c = r + b.shape[0], c + b.shape[1]
+    out[f"hidden_{i}/kernel"] = big
+  for i in range(n_hidden):
+    out[f"hidden_{i}/bias"] = np.concatenate([w[f"hidden_{i}/bias"] for w in ws])
+  out["out/kernel"] = np.concatenate([w["out/kernel"] for w in ws], axis=0) / k
+  out["out/bias"] = np.mean([w["out/bias"] for w in ws], axis=0)
+  if "std/bias" in ws[0]:
+    # Only sampling reads it (greedy decisions use the mean); the members' average.
+    out["std/bias"] = np.mean([w["std/bias"] for w in ws], axis=0)
+  out = {name: v.astype(np.float32) for name, v in out.items()}
+  spec = {key: v for key, v in pols[0].spec.items() if key not in MEMBER_PROVENANCE}
+  spec["architecture"] = dict(archs[0], hidden=[int(sum(a["hidden"][i] for a in archs))
+                                                for i in range(n_hidden)])
+  spec["ensemble_of"] = [str(d) for d in dirs]
+  write_policy_dir(output, spec, out, saved_model=saved_model)
   return load_policy(output)
 
 
