@@ -11,7 +11,8 @@ MLGO_HOME). Each step is cached or resumable under the output directory:
                       of the training split that BC held out)
       ppo/            PPO run: policy/, policies/, best_policy/, checkpoint/,
                       tensorboard/, log.jsonl
-      policy/         the final policy (best greedy validation, with saved_policy/)
+      policy/         the final policy (best greedy validation, or an ensemble or average
+                      of the best few: final_policy; with saved_policy/)
       eval/           held-out evaluation: per_key.csv, changes.png, summary.json
       unseen/         the same on packages never trained on (generalization.md, .png)
       operative_config.gin
@@ -29,7 +30,7 @@ import numpy as np
 from mlgo.policy import policy_io
 from mlgo import problems as problems_lib
 from mlgo.env import work
-from mlgo.training import bc, dataset, ppo, trace as trace_lib
+from mlgo.training import bc, dataset, ppo, selection, trace as trace_lib
 
 
 @gin.configurable
@@ -47,6 +48,10 @@ class PipelineConfig:
     built once and cached); their lines are printed before the held-out summary. The
     first run builds the corpus (about two minutes); () skips it. unseen_reserve
     seconds of the budget are kept for it.
+  final_policy: what the run keeps when PPO validated its policies: "best" (the best
+    greedy validation), "ensemble" (one wider network averaging the outputs of the
+    final_top_k best validated iterations; policy_io.ensemble_policies) or "average"
+    (their weight average).
   """
 
   def __init__(self, time_budget: float = 840.0, trace_modules: int = 160,
@@ -54,7 +59,11 @@ class PipelineConfig:
                bc_time_budget: float = 100.0, bc_learning_rate: float = 1e-3,
                bc_label_smoothing: float = 0.0, bc_heldout_fraction: float = 0.2,
                eval_reserve: float = 100.0, jobs: int = 2, seed: int = 0, hidden=None,
-               unseen_suites=("@unseen",), unseen_reserve: float = 150.0):
+               unseen_suites=("@unseen",), unseen_reserve: float = 150.0,
+               final_policy: str = "best", final_top_k: int = 3):
+    if final_policy not in ("best", "ensemble", "average"):
+      raise ValueError(f"PipelineConfig.final_policy {final_policy!r}: expected best, "
+                       "ensemble or average")
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
 
@@ -63,6 +72,27 @@ def _sample(mods, n, seed):
     return list(mods)
   rng = np.random.default_rng(seed)
   return [mods[i] for i in sorted(rng.choice(len(mods), n, replace=False))]
+
+
+def _merge_best(state: dict, ppo_dir, cfg, report: dict, say):
+  """The final_top_k best validated iterations merged (cfg.final_policy) into
+  ppo_dir/final_policy; None (keep the single best) when fewer than two are at hand."""
+  its = selection.best_iterations(state, cfg.final_top_k)
+  its = [i for i in its if (ppo_dir / "policies" / f"iter-{i:05d}" / "policy.json").exists()]
+  if len(its) < 2:
+    say(f"final policy: fewer than two validated iterations at hand for an "
+        f"{cfg.final_policy}; keeping the best one")
+    return None
+  merge = (policy_io.ensemble_policies if cfg.final_policy == "ensemble"
+           else policy_io.average_policies)
+  dst = ppo_dir / "final_policy"
+  merge([ppo_dir / "policies" / f"iter-{i:05d}" for i in its], dst, saved_model=False)
+  hist = state["validation_history"]
+  report["final_policy"] = {"kind": cfg.final_policy, "iterations": its,
+                            "validation": [hist[str(i)] for i in its]}
+  say(f"final policy: the {cfg.final_policy} of iterations "
+      f"{', '.join(str(i) for i in its)} (the best {len(its)} validations)")
+  return dst
 
 
 def run(problem_name: str, corpus_dir, output, *, warmstart=None,
@@ -129,6 +159,8 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
     report["best_validation"] = best
     say(f"final policy: the best greedy validation one (iteration {best['iteration']}, "
         f"{best['change_pct']:+.2f}% {pcfg.validation_metric} on training modules)")
+    if cfg.final_policy != "best":
+      src = _merge_best(trainer.state, out / "ppo", cfg, report, say) or src
   pol = policy_io.load_policy(src)
   spec = {k: v for k, v in pol.spec.items()
           if k not in policy_io.MEMBER_PROVENANCE}

@@ -102,7 +102,11 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
 
 
 def keep_if_best(state: dict, output, val: float, iteration: int, policy_dir):
-  """OUTPUT/best_policy becomes a copy of `policy_dir` if `val` is the best (lowest) yet."""
+  """OUTPUT/best_policy becomes a copy of `policy_dir` if `val` is the best (lowest) yet.
+  Every validation is kept in state["validation_history"] (iteration -> value), so a
+  final policy can also be built from the best few (mlgo.training.pipeline)."""
+  if val == val:
+    state.setdefault("validation_history", {})[str(iteration)] = float(val)
   best = state.get("best_validation")
   if val == val and (best is None or val < best["change_pct"]):
     state["best_validation"] = {"iteration": iteration, "change_pct": val}
@@ -111,3 +115,11 @@ def keep_if_best(state: dict, output, val: float, iteration: int, policy_dir):
     shutil.copytree(policy_dir, tmp)
     shutil.rmtree(output / "best_policy", ignore_errors=True)
     os.rename(tmp, output / "best_policy")
+
+
+def best_iterations(state: dict, k: int) -> list:
+  """The k validated iterations with the best (lowest) values, best first; ties go to the
+  earlier iteration."""
+  hist = state.get("validation_history", {})
+  order = sorted(hist, key=lambda it: (hist[it], int(it)))
+  return [int(it) for it in order[:k]]

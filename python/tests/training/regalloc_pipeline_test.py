@@ -25,10 +25,11 @@ def tiny(tmp_path_factory):
   return prepared.prepare(corpus, out_root=d / "prepared"), d
 
 
-def _configs(iterations, unseen=()):
+def _configs(iterations, unseen=(), final="best"):
   cfg = pipeline.PipelineConfig(time_budget=10_000, trace_modules=10, bc_epochs=30,
                                 bc_time_budget=60, eval_reserve=0, jobs=2,
-                                bc_heldout_fraction=0.0, unseen_suites=unseen)
+                                bc_heldout_fraction=0.0, unseen_suites=unseen,
+                                final_policy=final)
   pcfg = ppo.PPOConfig(modules_per_iteration=3, num_iterations=iterations, jobs=2,
                        minibatch_rows=8, validate_every=1, validation_modules=4,
                        validation_metric="module_mean", score_weighting_power=0.5,
@@ -76,10 +77,26 @@ def test_pipeline(tiny, problem):
   pol = policy_io.load_policy(out / "policy")
   assert pol.problem == problem
   assert (out / "policy" / "saved_policy" / "saved_model.pb").exists()
-  # Resume: the same command continues from the checkpoint (one more iteration).
-  cfg, pcfg3 = _configs(3)
+  # Resume: the same command continues from the checkpoint (one more iteration), this
+  # time keeping the ensemble of the three best validated iterations.
+  cfg, pcfg3 = _configs(3, final="ensemble")
   rep2 = pipeline.run(problem, corpus, out, cfg=cfg, ppo_config=pcfg3)
   assert rep2["ppo_iterations"] == 3
+  st = json.loads((out / "ppo" / "checkpoint" / "state.json").read_text())
+  hist = st["validation_history"]
+  assert sorted(hist, key=int) == ["0", "1", "2", "3"]
+  fin = rep2["final_policy"]
+  assert fin["kind"] == "ensemble" and len(fin["iterations"]) == 3
+  assert sorted(hist.values())[:3] == fin["validation"]
+  members = [policy_io.load_policy(out / "ppo" / "policies" / f"iter-{i:05d}")
+             for i in fin["iterations"]]
+  ens = policy_io.load_policy(out / "policy")
+  assert ens.spec["architecture"]["hidden"] == [
+      sum(m.spec["architecture"]["hidden"][j] for m in members) for j in range(2)]
+  feats = {n: shard[f"f/{n}"][:50] for n in ens.input_names}
+  key = "logits" if problem == "regalloc_eviction" else "loc"
+  want = np.mean([m.dist_params_batch(feats)[key] for m in members], axis=0)
+  np.testing.assert_allclose(ens.dist_params_batch(feats)[key], want, rtol=1e-4, atol=1e-4)
 
 
 def test_default_policy_evaluates_to_zero_change(tiny, tmp_path):
