@@ -241,10 +241,27 @@ def column_inputs_np(enc: np.ndarray, n_col_features: int):
   return np.concatenate([cols, prog], axis=-1)
 
 
+def _column_z_np(enc, i):
+  """The standardized log value of column feature i in each of the 33 columns."""
+  return enc[:, i * COLUMNS * E:(i + 1) * COLUMNS * E].reshape(-1, COLUMNS, E)[:, :, 2]
+
+
+_LAST_COLUMN = np.arange(COLUMNS) == COLUMNS - 1
+
+
 def mask_np(enc: np.ndarray, config: dict) -> np.ndarray:
-  i = config["mask_feature_index"]
-  z = enc[:, i * COLUMNS * E:(i + 1) * COLUMNS * E].reshape(-1, COLUMNS, E)[:, :, 2]
-  return z > config["mask_z_threshold"]
+  """Columns the policy may choose: the compiler's mask, narrowed by the cost rule when
+  the config has one (see eviction_architecture)."""
+  m = _column_z_np(enc, config["mask_feature_index"]) > config["mask_z_threshold"]
+  cm = config.get("cost_mask")
+  if cm:
+    d = _column_z_np(enc, cm["density_index"])
+    keep = ((d < d[:, -1:])
+            | (_column_z_np(enc, cm["urgent_index"]) > cm["urgent_z"])
+            | (_column_z_np(enc, cm["hint_index"]) > cm["hint_z"])
+            | _LAST_COLUMN[None, :] | ~m[:, -1:])
+    m = m & keep
+  return m
 
 
 def column_inputs_tf(tf, enc, n_col_features: int):
@@ -257,10 +274,22 @@ def column_inputs_tf(tf, enc, n_col_features: int):
   return tf.concat([cols, prog], axis=-1)
 
 
+def _column_z_tf(tf, enc, i):
+  return tf.reshape(enc[:, i * COLUMNS * E:(i + 1) * COLUMNS * E], [-1, COLUMNS, E])[:, :, 2]
+
+
 def mask_tf(tf, enc, config: dict):
-  i = config["mask_feature_index"]
-  z = tf.reshape(enc[:, i * COLUMNS * E:(i + 1) * COLUMNS * E], [-1, COLUMNS, E])[:, :, 2]
-  return z > config["mask_z_threshold"]
+  """mask_np in TF (the SavedModel, and the network tf-agents trains)."""
+  m = _column_z_tf(tf, enc, config["mask_feature_index"]) > config["mask_z_threshold"]
+  cm = config.get("cost_mask")
+  if cm:
+    d = _column_z_tf(tf, enc, cm["density_index"])
+    keep = ((d < d[:, -1:])
+            | (_column_z_tf(tf, enc, cm["urgent_index"]) > cm["urgent_z"])
+            | (_column_z_tf(tf, enc, cm["hint_index"]) > cm["hint_z"])
+            | tf.constant(_LAST_COLUMN)[None, :] | tf.logical_not(m[:, -1:]))
+    m = tf.logical_and(m, keep)
+  return m
 
 
 def scorer_logits_tf(tf, w, config, enc):
@@ -383,18 +412,39 @@ class PriorityLog2Normal(Architecture):
     return init_priority_weights(config, input_dim, seed)
 
 
-def eviction_architecture(feature_names, norms: dict, hidden=(64, 32)) -> dict:
-  """Config for the column scorer, given the policy's input features (in order)."""
+def _z_of(norm, raw: float) -> float:
+  return float((normalization.slog(np.array([raw]))[0] - norm.mean) / norm.std)
+
+
+def eviction_architecture(feature_names, norms: dict, hidden=(64, 32),
+                          cost_mask: bool = False) -> dict:
+  """Config for the column scorer, given the policy's input features (in order).
+
+  cost_mask: also mask every column whose heaviest interfering live range is at least
+  as heavy as the live range being allocated (use_def_density, compared within one
+  decision: one normalization for all columns, so the order of the encoded values is the
+  order of the weights), unless the column is urgent or the hint. That is the default
+  heuristic's own condition for an eviction; LLVM's ML advisor leaves it out, so a
+  policy may evict a hot live range to place a cold one, which is how single functions
+  end up several times costlier than the default. Not applied when the compiler masks
+  the candidate itself (an eviction is then required)."""
   cols = [n for n in feature_names if n != "progress"]
   if feature_names[-1] != "progress" or len(cols) != len(feature_names) - 1:
     raise ValueError("eviction policy features must be the column features then progress")
   mi = cols.index("mask")
-  mn = norms["mask"]
-  thr = (float(normalization.slog(np.array([0.5]))[0]) - mn.mean) / mn.std
-  return {"type": ColumnScorer.TYPE, "hidden": [int(h) for h in hidden],
-          "n_column_features": len(cols), "mask_feature_index": mi,
-          "mask_z_threshold": float(thr), "output_name": "index_to_evict",
-          "output_dtype": "int64", "num_actions": COLUMNS}
+  thr = _z_of(norms["mask"], 0.5)
+  config = {"type": ColumnScorer.TYPE, "hidden": [int(h) for h in hidden],
+            "n_column_features": len(cols), "mask_feature_index": mi,
+            "mask_z_threshold": float(thr), "output_name": "index_to_evict",
+            "output_dtype": "int64", "num_actions": COLUMNS}
+  if cost_mask:
+    # nr_urgent arrives divided by its largest column value, so any urgent column is
+    # well above 1e-6; is_hint is 0 or 1.
+    config["cost_mask"] = {
+        "density_index": cols.index("use_def_density"),
+        "urgent_index": cols.index("nr_urgent"), "urgent_z": _z_of(norms["nr_urgent"], 1e-6),
+        "hint_index": cols.index("is_hint"), "hint_z": _z_of(norms["is_hint"], 0.5)}
+  return config
 
 
 def _he_mlp_one_output(hidden, input_dim: int, seed: int) -> dict:

@@ -85,6 +85,12 @@ class QuantileCollector:
 def fit_feature(name: str, values: np.ndarray, max_boundaries: int = MAX_BOUNDARIES
                 ) -> FeatureNorm:
   v = np.asarray(values, np.float64).reshape(-1)
+  # LLVM sends NaN (and may send inf) for some eviction features, e.g. use_def_density
+  # next to a live range of infinite spill weight. Fitted with them, the mean and every
+  # boundary were NaN, and the feature reached the network as zeros whatever its value.
+  v = v[np.isfinite(v)]
+  if v.size == 0:
+    v = np.zeros(1)
   qs = np.quantile(v, np.linspace(0, 1, max_boundaries + 1)[1:], method="lower")
   b = np.unique(qs.astype(np.float32).astype(np.float64))
   sv = np.sort(v)

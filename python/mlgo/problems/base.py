@@ -138,10 +138,16 @@ class Problem:
       r = min(max(r, -self.reward_clip), self.reward_clip)
     return r
 
-  def architecture(self, features: list, norms: dict, hidden=None) -> dict:
+  def architecture(self, features: list, norms: dict, hidden=None, options=None) -> dict:
     """The policy network config for `features` (json specs) with normalization
-    `norms` (name -> FeatureNorm)."""
-    return self.architecture_fn(features, norms, tuple(hidden or self.default_hidden))
+    `norms` (name -> FeatureNorm); `options` are the architecture's own keyword options
+    (e.g. eviction's cost_mask), from PipelineConfig.architecture_options."""
+    try:
+      return self.architecture_fn(features, norms, tuple(hidden or self.default_hidden),
+                                  **(options or {}))
+    except TypeError as e:
+      raise ValueError(f"{self.name}: architecture options {sorted(options or {})} not "
+                       f"accepted ({e})") from e
 
   def exploration_prob(self, features: dict, eps: float, tau: float):
     if self.exploration_fn is None:

@@ -236,8 +236,9 @@ def function_costs(reward_dict):
   return reward_dict["functions"]
 
 
-def _eviction_architecture(features, norms, hidden):
-  return architectures.eviction_architecture([f["name"] for f in features], norms, hidden)
+def _eviction_architecture(features, norms, hidden, cost_mask: bool = False):
+  return architectures.eviction_architecture([f["name"] for f in features], norms, hidden,
+                                             cost_mask=cost_mask)
 
 
 def _priority_architecture(features, norms, hidden):

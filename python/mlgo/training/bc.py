@@ -47,12 +47,14 @@ def fit_normalization(ds: dataset.Dataset, features: list, seed: int = 0,
   return col.finish(max_boundaries)
 
 
-def spec_from_trace(ds: dataset.Dataset, problem, hidden=None, seed: int = 0) -> dict:
+def spec_from_trace(ds: dataset.Dataset, problem, hidden=None, seed: int = 0,
+                    architecture_options=None) -> dict:
   """A fresh policy spec: the problem's features and architecture, the normalization
   fitted on the trace."""
   features = [f for f in ds.features if f["name"] not in problem.hidden_features]
   norms = fit_normalization(ds, features, seed)
-  arch = problem.architecture(features, {n.name: n for n in norms}, hidden)
+  arch = problem.architecture(features, {n.name: n for n in norms}, hidden,
+                              architecture_options)
   return make_spec(problem.name, features, norms, arch)
 
 
@@ -110,6 +112,7 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
              learning_rate: float = 1e-3, heldout_fraction: float = 0.1, seed: int = 0,
              label_smoothing: float = 0.1, explore_eps: float = 0.0,
              explore_tau: float = 20.0, teacher=None, time_budget: float | None = None,
+             architecture_options=None,
              stream=sys.stderr) -> dict:
   """Trains the problem's own actor network (mlgo.training.networks, the one PPO
   trains) to imitate the trace's default decisions.
@@ -134,7 +137,7 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   problem = problems_lib.get_problem(ds.problem)
   if ds.num_decisions == 0:
     raise ValueError(f"{trace_dir}: the trace holds no decisions")
-  spec = spec_from_trace(ds, problem, hidden, seed)
+  spec = spec_from_trace(ds, problem, hidden, seed, architecture_options)
   arch = spec["architecture"]
   encoder = policy_io.Policy(spec, {})
   input_dim = encoder.normalizer.bmat.shape[0] * normalization.ENCODED_PER_SCALAR

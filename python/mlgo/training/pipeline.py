@@ -52,6 +52,8 @@ class PipelineConfig:
     greedy validation), "ensemble" (one wider network averaging the outputs of the
     final_top_k best validated iterations; policy_io.ensemble_policies) or "average"
     (their weight average).
+  architecture_options: keyword options of the problem's network, given to BC's fresh
+    spec (PPO trains what BC starts), e.g. {"cost_mask": True} for eviction.
   """
 
   def __init__(self, time_budget: float = 840.0, trace_modules: int = 160,
@@ -60,7 +62,8 @@ class PipelineConfig:
                bc_label_smoothing: float = 0.0, bc_heldout_fraction: float = 0.2,
                eval_reserve: float = 100.0, jobs: int = 2, seed: int = 0, hidden=None,
                unseen_suites=("@unseen",), unseen_reserve: float = 150.0,
-               final_policy: str = "best", final_top_k: int = 3):
+               final_policy: str = "best", final_top_k: int = 3,
+               architecture_options=None):
     if final_policy not in ("best", "ensemble", "average"):
       raise ValueError(f"PipelineConfig.final_policy {final_policy!r}: expected best, "
                        "ensemble or average")
@@ -140,6 +143,7 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
       bc.train_bc(out / "trace", bc_dir, hidden=cfg.hidden, epochs=cfg.bc_epochs,
                   learning_rate=cfg.bc_learning_rate, label_smoothing=cfg.bc_label_smoothing,
                   heldout_fraction=cfg.bc_heldout_fraction, seed=cfg.seed,
+                  architecture_options=cfg.architecture_options,
                   time_budget=cfg.bc_time_budget, stream=stream)
     report["bc"] = json.loads((bc_dir / "bc_metrics.json").read_text())
 

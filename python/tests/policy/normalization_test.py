@@ -1,5 +1,6 @@
 """Quantile normalization: ranks, float32-exact boundaries, single == batch encoding."""
 import numpy as np
+import pytest
 
 from mlgo.policy import normalization
 
@@ -109,3 +110,23 @@ def test_boundary_groups_give_the_same_cdf_as_the_normalizer():
   want = norm.encode_scalar_rows(x)[:, 0::3].astype(np.float64)
   np.testing.assert_array_equal(q.astype(np.float32), want)
   assert len(np.unique(q)) > 20  # the comparison sees many distinct CDF levels
+
+
+def test_fit_ignores_values_that_are_not_finite():
+  # A trace of use_def_density holds NaN where a live range has infinite spill weight;
+  # the fit must describe the finite values, as if the others were not there.
+  rng = np.random.default_rng(4)
+  finite = rng.gamma(1.5, 0.2, size=5000)
+  mixed = np.concatenate([finite, np.full(300, np.nan), [np.inf, -np.inf]])
+  rng.shuffle(mixed)
+  got, want = normalization.fit_feature("d", mixed), normalization.fit_feature("d", finite)
+  assert np.isfinite(got.mean) and np.isfinite(got.boundaries).all()
+  assert got.mean == pytest.approx(want.mean, rel=1e-12)
+  assert got.std == pytest.approx(want.std, rel=1e-12)
+  assert (got.boundaries == want.boundaries).all() and (got.levels == want.levels).all()
+  # Distinct values keep distinct, ordered encodings: the network can tell them apart.
+  enc = normalization.Normalizer([got]).encode_scalar_rows(np.array([[0.01], [0.3], [2.0]]))
+  assert enc[0, 2] < enc[1, 2] < enc[2, 2] and enc[0, 0] < enc[1, 0] < enc[2, 0]
+  # Nothing finite at all: a neutral fit, not NaN.
+  empty = normalization.fit_feature("e", np.full(10, np.nan))
+  assert np.isfinite(empty.mean) and empty.std == 1.0
