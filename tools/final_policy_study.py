@@ -11,6 +11,10 @@ Candidates per run (RUN_DIR is a train_* output: RUN/ppo/policies/iter-N, log.js
   own_avg3   weight average of the same 3
   wide_best  the best on --wide_modules other seeded training modules (module_mean)
   wide_ens3 / wide_avg3  ensemble / average of the 3 best by the wide validation
+  best40_cm / wide_best_cm  (eviction) the same policies with the cost mask put on after
+             training (architectures.eviction_architecture): same weights, the density
+             inputs (all zero before, NaN normalization) given a finite normalization
+             and zero first-layer weights, so only the mask changes decisions
 Everything is cached under --output (a rerun only adds what is missing); the tables go to
 DIR/study.md, one per suite: each run's total change, the mean, the worst run and the
 mean count of modules more than 1% worse.
@@ -23,7 +27,8 @@ import types
 
 from mlgo.util.cli import user_path
 
-CANDIDATES = ("best40", "own_ens3", "own_avg3", "wide_best", "wide_ens3", "wide_avg3")
+CANDIDATES = ("best40", "own_ens3", "own_avg3", "wide_best", "wide_ens3", "wide_avg3",
+              "best40_cm", "wide_best_cm")
 
 
 def _cfg(**kw):
@@ -108,9 +113,40 @@ class Study:
         if not (d / "policy.json").exists():
           merge([it_dir(i) for i in top], d, saved_model=False)
         c[f"{name}_{kind}"] = d
+    if self.problem.name == "regalloc_eviction":
+      for name in ("best40", "wide_best"):
+        d = out / f"{name}_cm"
+        if not (d / "policy.json").exists():
+          with_cost_mask_after_training(c[name], d)
+        c[f"{name}_cm"] = d
     (out / "candidates.json").write_text(json.dumps(
         {k: str(v) for k, v in c.items()} | {"own": own, "wide": wide}, indent=1))
     return c
+
+
+def with_cost_mask_after_training(src, dst):
+  """(Eviction) `src` with the cost mask on and otherwise the same decisions (above)."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import architectures, normalization  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+  p = policy_io.load_policy(src)
+  spec = json.loads(json.dumps(p.spec))
+  names = [f["name"] for f in spec["features"]]
+  di = [n for n in names if n != "progress"].index("use_def_density")
+  for d in spec["normalization"]:
+    if d["name"] == "use_def_density":
+      if np.isfinite(d["mean"]):
+        raise ValueError(f"{src}: use_def_density has a finite normalization (trained with "
+                         "the feature); train with the cost mask instead")
+      d.update(boundaries=[0.0], levels=[1.0], mean=0.0, std=1.0)
+  norms = {d["name"]: normalization.FeatureNorm.from_json(d) for d in spec["normalization"]}
+  spec["architecture"] = dict(spec["architecture"], cost_mask=architectures.eviction_architecture(
+      names, norms, spec["architecture"]["hidden"], cost_mask=True)["cost_mask"])
+  w = dict(p.arch.w)
+  k = w["hidden_0/kernel"].copy()
+  k[di * architectures.E:(di + 1) * architectures.E, :] = 0.0
+  w["hidden_0/kernel"] = k
+  policy_io.write_policy_dir(dst, spec, w, saved_model=False)
 
 
 def tables(out, runs, suites) -> str:
