@@ -98,3 +98,17 @@ def test_policy_and_saved_model_choose_only_allowed_columns(tmp_path):
     assert a in allowed
     assert int(fn(**{k: tf.constant(v) for k, v in o.items()})["index_to_evict"][0]) == a
   assert masked_out > 0
+
+
+def test_problem_takes_the_option_and_names_what_it_refuses():
+  import pytest  # pylint: disable=import-outside-toplevel
+  from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
+  spec = _spec()
+  norms = {d["name"]: normalization.FeatureNorm.from_json(d) for d in spec["normalization"]}
+  problem = get_problem("regalloc_eviction")
+  arch = problem.architecture(spec["features"], norms, None, {"cost_mask": True})
+  assert arch["cost_mask"] == spec["architecture"]["cost_mask"]
+  assert arch["hidden"] == list(problem.default_hidden)
+  assert "cost_mask" not in problem.architecture(spec["features"], norms)
+  with pytest.raises(ValueError, match=r"regalloc_eviction: architecture options \['nope'\]"):
+    problem.architecture(spec["features"], norms, None, {"nope": 1})
