@@ -23,7 +23,6 @@ import argparse
 import json
 import pathlib
 import sys
-import types
 
 from mlgo.util.cli import user_path
 
@@ -32,11 +31,10 @@ CANDIDATES = ("best40", "own_ens3", "own_avg3", "wide_best", "wide_ens3", "wide_
 
 
 def _cfg(**kw):
-  base = dict(seed=777, validation_modules=200, max_module_decisions=0, pool=None, jobs=2,
-              compile_timeout=300.0, validation_metric="module_mean",
-              validation_regression_weight=0.0)
-  base.update(kw)
-  return types.SimpleNamespace(**base)
+  """Validation settings (PPOConfig's, as a run's own validation reads them)."""
+  from mlgo.training import ppo  # pylint: disable=import-outside-toplevel
+  return ppo.PPOConfig(**{"seed": 777, "validation_modules": 200, "jobs": 2,
+                          "validation_metric": "module_mean", **kw})
 
 
 class Study:
