@@ -63,13 +63,13 @@ class Study:
   def own_validation(self, run):
     """{iteration: the run's own validation}: the logged ones, and the warm start's
     (validated before the first log row) recomputed on the run's own modules."""
+    st = json.loads((run / "ppo/checkpoint/state.json").read_text())
+    hist = st.get("validation_history")
+    if hist:   # runs since validation_history was kept
+      return {int(k): v for k, v in hist.items()}
     rows = [json.loads(l) for l in (run / "ppo/log.jsonl").read_text().splitlines()]
     val = {r["iteration"]: r["validation_change_pct"] for r in rows
            if "validation_change_pct" in r}
-    st = json.loads((run / "ppo/checkpoint/state.json").read_text())
-    hist = st.get("validation_history")
-    if hist:
-      return {int(k): v for k, v in hist.items()}
     cache = self.out / run.name / "own0.json"
     if not cache.exists():
       by = {m.name: m for m in self.corpus.split("train")}
@@ -100,9 +100,10 @@ class Study:
     wide = self.wide_validation(run, own)
     it_dir = lambda it: run / "ppo/policies" / f"iter-{it:05d}"
     out = self.out / run.name
-    c = {"best40": it_dir(min(own, key=lambda i: (own[i], i)))}
+    best = self.selection.best_iterations
+    c = {"best40": it_dir(best(own, 1)[0])}
     for name, val in (("own", own), ("wide", wide)):
-      top = sorted(val, key=lambda i: (val[i], i))[:3]
+      top = best(val, 3)
       if name == "wide":
         c["wide_best"] = it_dir(top[0])
       for kind, merge in (("ens3", policy_io.ensemble_policies),

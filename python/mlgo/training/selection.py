@@ -105,10 +105,11 @@ def keep_if_best(state: dict, output, val: float, iteration: int, policy_dir):
   """OUTPUT/best_policy becomes a copy of `policy_dir` if `val` is the best (lowest) yet.
   Every validation is kept in state["validation_history"] (iteration -> value), so a
   final policy can also be built from the best few (mlgo.training.pipeline)."""
-  if val == val:
-    state.setdefault("validation_history", {})[str(iteration)] = float(val)
+  if val != val:
+    return   # NaN: nothing was validated
+  state.setdefault("validation_history", {})[str(iteration)] = float(val)
   best = state.get("best_validation")
-  if val == val and (best is None or val < best["change_pct"]):
+  if best is None or val < best["change_pct"]:
     state["best_validation"] = {"iteration": iteration, "change_pct": val}
     tmp = output / "best_policy.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -117,9 +118,9 @@ def keep_if_best(state: dict, output, val: float, iteration: int, policy_dir):
     os.rename(tmp, output / "best_policy")
 
 
-def best_iterations(state: dict, k: int) -> list:
-  """The k validated iterations with the best (lowest) values, best first; ties go to the
+def best_iterations(history: dict, k: int) -> list:
+  """The k iterations of `history` (iteration, as int or str -> validation value, e.g. a
+  state's validation_history) with the best (lowest) values, best first; ties go to the
   earlier iteration."""
-  hist = state.get("validation_history", {})
-  order = sorted(hist, key=lambda it: (hist[it], int(it)))
+  order = sorted(history, key=lambda it: (history[it], int(it)))
   return [int(it) for it in order[:k]]
