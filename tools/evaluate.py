@@ -24,6 +24,9 @@ def main(argv=None):
   ap.add_argument("--output", default="evaluation", help="output dir")
   ap.add_argument("--jobs", type=int, default=2)
   ap.add_argument("--timeout", type=float, default=300.0)
+  ap.add_argument("--guarded", action="store_true",
+                  help="regalloc: score guarded compiles (per function the better of the "
+                       "default and the policy, mlgo/env/guarded.py), not the policy's own")
   workers.add_flags(ap)
   a = ap.parse_args(argv)
   workers.apply_flags(a)
@@ -35,7 +38,7 @@ def main(argv=None):
   from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
   corpus_dir = corpus.corpus_arg(a.corpus, get_problem(a.problem).corpus_opt)
   evaluation.evaluate(a.problem, corpus_dir, policy, user_path(a.output), split=a.split,
-                      jobs=a.jobs, timeout=a.timeout)
+                      jobs=a.jobs, timeout=a.timeout, guarded=a.guarded)
   return 0
 
 

@@ -25,6 +25,9 @@ def main(argv=None) -> int:
   ap.add_argument("--output", default="generalization")
   ap.add_argument("--jobs", type=int, default=2)
   ap.add_argument("--timeout", type=float, default=300.0)
+  ap.add_argument("--guarded", action="store_true",
+                  help="regalloc: score guarded compiles (per function the better of the "
+                       "default and the policy, mlgo/env/guarded.py), not the policy's own")
   workers.add_flags(ap)
   a = ap.parse_args(argv)
   workers.apply_flags(a)
@@ -35,7 +38,7 @@ def main(argv=None) -> int:
   suites = [s if s == "heldout" or s.startswith("@") else str(user_path(s))
             for s in a.suites.split(",") if s]
   rep = generalization.run(a.problem, policy, user_path(a.output), suites, jobs=a.jobs,
-                           timeout=a.timeout)
+                           timeout=a.timeout, guarded=a.guarded)
   print(f"wrote {user_path(a.output) / 'generalization.md'}")
   return 0 if rep["suites"] else 1
 

@@ -28,8 +28,17 @@
 //
 // Priority: the ML advisor asks for every live range; the default priority is
 // logged as a float next to the one the channel answered.
+//
+// Guarded compiles (-regalloc-trace-policy-functions=FILE): only the functions
+// the file names are allocated with the ML advisor's decisions; every other
+// function gets the default's, without the ML advisor being asked. Greedy
+// allocation of one function does not depend on another's, so after a default
+// compile and a policy compile, a third compile that names the functions the
+// policy made cheaper yields, function by function, the better of the two
+// (mlgo.env.guarded).
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/CodeGen/LiveInterval.h"
 #include "llvm/CodeGen/MachineBlockFrequencyInfo.h"
@@ -46,6 +55,7 @@
 #include "llvm/PassInfo.h"
 #include "llvm/PassRegistry.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
@@ -77,6 +87,46 @@ cl::opt<bool> FollowPolicy(
     "regalloc-trace-follow-policy", cl::Hidden, cl::init(false),
     cl::desc("mlgo tracer: when the ML advisor is active, allocate with its "
              "decisions (still logging the default's) instead of the default's"));
+
+cl::opt<std::string> PolicyFunctions(
+    "regalloc-trace-policy-functions", cl::Hidden, cl::init(""),
+    cl::desc("mlgo tracer: a file with one function name per line; when the ML "
+             "advisor is active, only these functions are allocated with its "
+             "decisions, the others with the default's (the ML advisor is not "
+             "asked for them)"));
+
+// The functions -regalloc-trace-policy-functions names; Loaded=false when the
+// option is not given (every function follows -regalloc-trace-follow-policy).
+struct FunctionSelection {
+  bool Loaded = false;
+  StringSet<> Names;
+
+  void load(LLVMContext &Ctx) {
+    if (PolicyFunctions.empty() || Loaded)
+      return;
+    Loaded = true;
+    auto Buf = MemoryBuffer::getFile(PolicyFunctions, /*IsText=*/true);
+    if (!Buf) {
+      Ctx.emitError("mlgo regalloc tracer: cannot read " + PolicyFunctions +
+                    ": " + Buf.getError().message());
+      return;
+    }
+    SmallVector<StringRef, 64> Lines;
+    (*Buf)->getBuffer().split(Lines, '\n', -1, /*KeepEmpty=*/false);
+    for (StringRef L : Lines) {
+      L = L.rtrim("\r");
+      if (!L.empty())
+        Names.insert(L);
+    }
+  }
+
+  // Whether the ML advisor decides for MF (given that it is active).
+  bool policyDecides(const MachineFunction &MF) const {
+    return !Loaded || Names.contains(MF.getName());
+  }
+  // Whether its answers are used (else only logged next to the default's).
+  bool follow() const { return FollowPolicy || Loaded; }
+};
 
 // Number of columns of the eviction features: 32 candidates + the live range
 // being allocated (LLVM's NumberOfInterferences).
@@ -200,9 +250,9 @@ class TracingEvictAdvisor : public RegAllocEvictionAdvisor {
 public:
   TracingEvictAdvisor(const MachineFunction &MF, const RAGreedy &RA,
                       std::unique_ptr<RegAllocEvictionAdvisor> Policy,
-                      TraceLog *Log)
+                      TraceLog *Log, bool Follow)
       : RegAllocEvictionAdvisor(MF, RA), Default(MF, RA),
-        Policy(std::move(Policy)), Log(Log) {}
+        Policy(std::move(Policy)), Log(Log), Follow(Follow) {}
 
   MCRegister
   tryFindEvictionCandidate(const LiveInterval &VirtReg,
@@ -225,7 +275,7 @@ public:
     if (Log && PolicyReg)
       Log->observation({double(columnOf(Order, DefaultReg)),
                         double(columnOf(Order, PolicyReg))});
-    return FollowPolicy ? PolicyReg : DefaultReg;
+    return Follow ? PolicyReg : DefaultReg;
   }
 
   bool canEvictHintInterference(
@@ -239,6 +289,7 @@ private:
   DefaultEvictionAdvisor Default;
   std::unique_ptr<RegAllocEvictionAdvisor> Policy;
   TraceLog *Log;
+  bool Follow;
 };
 
 class TracingEvictProvider : public RegAllocEvictionAdvisorProvider {
@@ -248,6 +299,7 @@ public:
             UsePolicy ? AdvisorMode::Release : AdvisorMode::Default, Ctx) {
     if (UsePolicy)
       Policy.reset(createReleaseModeAdvisorProvider(Ctx));
+    Selection.load(Ctx);
     if (!EvictTraceLog.empty()) {
       Log = std::make_unique<TraceLog>(
           EvictTraceLog,
@@ -279,15 +331,16 @@ public:
     // The ML advisor switches the channel's context in its constructor; the
     // trace follows it so both streams have the same contexts.
     std::unique_ptr<RegAllocEvictionAdvisor> P;
-    if (Policy)
+    if (Policy && Selection.policyDecides(MF))
       P = Policy->getAdvisor(MF, RA, MBFI, Loops);
     if (Log)
       Log->context(MF.getName());
     return std::make_unique<TracingEvictAdvisor>(MF, RA, std::move(P),
-                                                 Log.get());
+                                                 Log.get(), Selection.follow());
   }
 
 private:
+  FunctionSelection Selection;
   std::unique_ptr<RegAllocEvictionAdvisorProvider> Policy;
   std::unique_ptr<TraceLog> Log;
   std::unique_ptr<TraceLog> Scores;
@@ -342,9 +395,9 @@ public:
   TracingPriorityAdvisor(const MachineFunction &MF, const RAGreedy &RA,
                          SlotIndexes *Indexes,
                          std::unique_ptr<RegAllocPriorityAdvisor> Policy,
-                         TraceLog *Log)
+                         TraceLog *Log, bool Follow)
       : RegAllocPriorityAdvisor(MF, RA, Indexes), Default(MF, RA, Indexes),
-        Policy(std::move(Policy)), Log(Log) {}
+        Policy(std::move(Policy)), Log(Log), Follow(Follow) {}
 
   unsigned getPriority(const LiveInterval &LI) const override {
     const RegAllocPriorityAdvisor &D = Default;
@@ -357,13 +410,14 @@ public:
     unsigned PolicyPrio = Policy->getPriority(LI);
     if (Log)
       Log->observation({double(DefaultPrio), double(PolicyPrio)});
-    return FollowPolicy ? PolicyPrio : DefaultPrio;
+    return Follow ? PolicyPrio : DefaultPrio;
   }
 
 private:
   DefaultPriorityAdvisor Default;
   std::unique_ptr<RegAllocPriorityAdvisor> Policy;
   TraceLog *Log;
+  bool Follow;
 };
 
 class TracingPriorityProvider : public RegAllocPriorityAdvisorProvider {
@@ -373,6 +427,7 @@ public:
                                                   : AdvisorMode::Default) {
     if (UsePolicy)
       Policy.reset(createReleaseModePriorityAdvisorProvider());
+    Selection.load(Ctx);
     if (!PriorityTraceLog.empty()) {
       Log = std::make_unique<TraceLog>(
           PriorityTraceLog,
@@ -388,15 +443,16 @@ public:
   getAdvisor(const MachineFunction &MF, const RAGreedy &RA,
              SlotIndexes &SI) override {
     std::unique_ptr<RegAllocPriorityAdvisor> P;
-    if (Policy)
+    if (Policy && Selection.policyDecides(MF))
       P = Policy->getAdvisor(MF, RA, SI);
     if (Log)
       Log->context(MF.getName());
     return std::make_unique<TracingPriorityAdvisor>(MF, RA, &SI, std::move(P),
-                                                    Log.get());
+                                                    Log.get(), Selection.follow());
   }
 
 private:
+  FunctionSelection Selection;
   std::unique_ptr<RegAllocPriorityAdvisorProvider> Policy;
   std::unique_ptr<TraceLog> Log;
 };

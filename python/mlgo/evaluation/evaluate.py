@@ -67,21 +67,40 @@ class DefaultCache:
       pass  # a read-only home (sandboxed tests) only loses the cache
 
 
-def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_default=None):
-  """Work item: default compile and policy compile of one module -> small summaries."""
+def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_default=None,
+                 guarded: bool = False):
+  """Work item: default compile and policy compile of one module -> small summaries.
+  guarded: the policy side is a guarded compile (mlgo.env.guarded: per function the
+  better of the default and the policy) and also reports how it was made."""
   from mlgo import env  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)
 
-  def run(policy):
-    t0 = time.monotonic()
-    r = env.compile_module(module, problem, policy, llvm_version=llvm_version,
-                           timeout=timeout)
+  def summary(r, t0):
     return {"ok": bool(r.ok), "reason": r.reason,
             "scores": problem.scores(module.name, r.reward) if r.ok else {},
             "decisions": int(r.decisions or 0), "corrections": int(r.corrections or 0),
             "seconds": time.monotonic() - t0}
+
+  def run(policy):
+    t0 = time.monotonic()
+    return summary(env.compile_module(module, problem, policy, llvm_version=llvm_version,
+                                      timeout=timeout), t0)
   d = cached_default or run(env.reference_policy(problem))
-  p = d if ref == "default" else run(work.make_policy(ref))
+  if ref == "default":
+    return d, d
+  if not guarded:
+    return d, run(work.make_policy(ref))
+  from mlgo.env import guarded as guarded_lib  # pylint: disable=import-outside-toplevel
+  t0 = time.monotonic()
+  prefix = module.name + "::"
+  g = guarded_lib.guarded_compile(
+      module, problem, work.make_policy(ref), llvm_version=llvm_version, timeout=timeout,
+      default_scores={k[len(prefix):]: v for k, v in d["scores"].items()} if d["ok"] else None)
+  p = summary(g.result, t0)
+  if g.ok:
+    p["scores"] = {prefix + f: float(v) for f, v in g.scores.items()}
+  p.update(guard_compiles=g.compiles, guard_policy_functions=len(g.policy_functions),
+           guard_mismatches=g.mismatches)
   return d, p
 
 
@@ -187,11 +206,17 @@ def _plot(rows, path, title):
 
 def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldout",
              jobs: int = 2, timeout: float = 300.0, pool_kind: str | None = None,
-             stream=None, use_cache: bool = True) -> dict:
+             stream=None, use_cache: bool = True, guarded: bool = False) -> dict:
   """corpus_dir: a corpus, or a prepared corpus (llc problems prepare one if given a
-  corpus). Returns the summary (also written to OUTPUT/summary.json)."""
+  corpus). guarded: score guarded compiles of the policy (mlgo.env.guarded) instead of
+  the policy's own. Returns the summary (also written to OUTPUT/summary.json)."""
   stream = stream or sys.stdout
   problem = problems_lib.get_problem(problem_name)
+  if guarded:
+    from mlgo.env import guarded as guarded_lib  # pylint: disable=import-outside-toplevel
+    guarded_lib.check_problem(problem)
+    if policy == "default":
+      raise ValueError("a guarded evaluation needs a policy, not 'default'")
   corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=sys.stderr)
   if split == "all":
     modules = list(corpus.modules)
@@ -221,7 +246,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
     if ref[0]["problem"] != problem_name:
       raise ValueError(f"{policy}: policy is for problem {ref[0]['problem']!r}, "
                        f"not {problem_name!r}")
-    policy_name = str(policy)
+    policy_name = str(policy) + (" (guarded)" if guarded else "")
   out = pathlib.Path(output)
   out.mkdir(parents=True, exist_ok=True)
   print(f"evaluating {policy_name} on {len(modules)} {split} modules of {corpus.path} "
@@ -229,6 +254,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
   progress = Progress("evaluate", len(modules), stream=sys.stderr)
   rows, failed = [], []
   decisions = corrections = 0
+  guard = {"compiles": 0, "policy_functions": 0, "mismatches": []}
   ok_names = set()   # compiled by both sides (a module may have no keys: no spill code)
   missing = problem.missing_score
   from mlgo.util.cli import mlgo_home  # pylint: disable=import-outside-toplevel
@@ -238,7 +264,8 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
     for m in modules:
       key = _cache_key(m, problem_name, corpus.llvm_version)
       cached = cache.get(key) if use_cache else None
-      pool.submit(compile_pair, m, problem_name, ref, corpus.llvm_version, timeout, cached)
+      pool.submit(compile_pair, m, problem_name, ref, corpus.llvm_version, timeout, cached,
+                  guarded)
     for r in pool.results():
       m = r.item[0]
       if not r.ok:
@@ -256,6 +283,10 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
         continue
       decisions += p["decisions"]
       corrections += p.get("corrections", 0)
+      if guarded:
+        guard["compiles"] += p["guard_compiles"]
+        guard["policy_functions"] += p["guard_policy_functions"]
+        guard["mismatches"] += [f"{m.name}::{f}" for f in p["guard_mismatches"]]
       ok_names.add(m.name)
       keys = list(d["scores"])
       if missing is not None:  # a key absent from one compile has the missing score
@@ -300,7 +331,8 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
   print("", file=stream)
   if rows:
     _plot(rows, out / "changes.png",
-          f"{problem_name}: {pathlib.Path(str(policy)).name} vs default, {split} "
+          f"{problem_name}: {pathlib.Path(str(policy)).name}{' guarded' if guarded else ''}"
+          f" vs default, {split} "
           f"({_pct(psum, dsum):+.2f}% total)")
   mods = module_changes(rows)
   module_change_list = sorted(v[2] for v in mods.values())
@@ -318,6 +350,8 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
              "decisions": decisions, "corrections": corrections,
              "regression_definition": f"policy score > {1 + REGRESSION_THRESHOLD:.2f} x default",
              "per_package": per_package, "per_language": per_language}
+  if guarded:
+    summary["guarded"] = guard
   with open(out / "summary.json", "w") as f:
     json.dump(summary, f, indent=1)
   if failed:
@@ -327,6 +361,12 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
         f"{summary['improvements']}, regressed: {regressions}; median module change "
         f"{summary['median_module_change_pct']:+.2f}%; {decisions} decisions, "
         f"{corrections} corrected answers", file=stream)
+  if guarded:
+    print(f"guarded: {guard['compiles']} policy-side llc compiles for {ok_modules} modules; "
+          f"{guard['policy_functions']} functions kept the policy's decisions, the rest the "
+          f"default's; {len(guard['mismatches'])} functions not at the lower of the two "
+          f"costs{' (' + ', '.join(guard['mismatches'][:3]) + ')' if guard['mismatches'] else ''}",
+          file=stream)
   line = summary_line(problem_name, ok_modules, len(rows), dsum, psum, regressions)
   print(line, file=stream, flush=True)
   summary["line"] = line

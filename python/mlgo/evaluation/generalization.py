@@ -62,7 +62,8 @@ def format_line(r: dict) -> str:
 
 
 def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int = 2,
-        timeout: float = 300.0, pool_kind: str | None = None, stream=None) -> dict:
+        timeout: float = 300.0, pool_kind: str | None = None, stream=None,
+        guarded: bool = False) -> dict:
   """Evaluates `policy` on each suite; returns {"suites": [rows], "packages": {...}}."""
   stream = stream or sys.stdout
   problem = problems_lib.get_problem(problem_name)
@@ -74,7 +75,7 @@ def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int =
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
       s = evaluate(problem_name, corpus_dir, policy, out / name, split=split, jobs=jobs,
-                   timeout=timeout, pool_kind=pool_kind, stream=buf)
+                   timeout=timeout, pool_kind=pool_kind, stream=buf, guarded=guarded)
     (out / name / "report.txt").write_text(buf.getvalue())
     r = suite_row(name, s)
     r["per_package"] = s.get("per_package", {})
@@ -82,7 +83,8 @@ def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int =
     for pkg, v in r["per_package"].items():
       packages.setdefault(pkg, {})[name] = v
     print(format_line(r), file=stream, flush=True)
-  report = {"problem": problem_name, "policy": str(policy), "suites": rows,
+  report = {"problem": problem_name, "policy": str(policy), "guarded": guarded,
+            "suites": rows,
             "package_worse_pct": PACKAGE_WORSE_PCT}
   (out / "generalization.json").write_text(json.dumps(report, indent=1) + "\n")
   (out / "generalization.md").write_text(markdown(report))
@@ -91,7 +93,8 @@ def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int =
 
 
 def markdown(report: dict) -> str:
-  lines = [f"# {report['problem']}: {report['policy']} vs the default", "",
+  guarded = " (guarded: per function the better of the two)" if report.get("guarded") else ""
+  lines = [f"# {report['problem']}: {report['policy']}{guarded} vs the default", "",
            "| suite | modules | change | median module | modules >1% worse | "
            "packages worse than +0.5% |", "| --- | ---: | ---: | ---: | ---: | --- |"]
   for r in report["suites"]:

@@ -1,0 +1,124 @@
+"""Guarded compiles: the better of the default and a policy, function by function.
+
+A learned register allocator is chaotic per function: a few different evictions in one
+hot loop can make that function several times costlier than the default (or cheaper),
+and which functions blow up changes from run to run and from package to package. A
+guarded compile takes that risk away where the reward can be computed at compile time,
+as the allocator's own spill/reload/copy cost can:
+
+  1. the default compile (no channel; its per-function scores may come from a cache,
+     e.g. a prepared corpus' baseline or the evaluator's default cache);
+  2. the policy compile;
+  3. if the policy made some functions cheaper and others costlier, one more compile
+     with the tracer plugin's -regalloc-trace-policy-functions=FILE naming the cheaper
+     ones: they get the policy's decisions, every other function the default's.
+Greedy allocation of one function does not depend on another's, so compile 3 has, per
+function, exactly the lower of the two costs; the result checks that and counts any
+function where it does not hold (`mismatches`: none is expected).
+
+Cost: two or three llc runs instead of one. Not a learned result: the figures of a
+guarded compile are reported apart from the policy's own.
+"""
+import dataclasses
+import os
+import shutil
+import tempfile
+
+from mlgo.env import core, tracer as tracer_lib
+from mlgo.env.policies import CompilerDefault
+from mlgo.problems import get_problem
+
+POLICY_FUNCTIONS_OPTION = "-regalloc-trace-policy-functions"
+# Scores are sums of block frequencies times weights; the same allocation gives the
+# same sum, so anything above float noise is a real difference.
+_TOLERANCE = 1e-6
+
+
+@dataclasses.dataclass
+class GuardedResult:
+  result: core.CompileResult        # the compile whose object is the guarded one
+  scores: dict                      # function -> score of that object
+  default_scores: dict
+  policy_scores: dict               # the unguarded policy compile's
+  policy_functions: list            # functions that kept the policy's decisions
+  compiles: int                     # llc runs made here (the default's not counted if cached)
+  mismatches: list                  # functions whose guarded score is not the lower one
+
+  @property
+  def ok(self) -> bool:
+    return bool(self.result.ok)
+
+
+def check_problem(problem):
+  """Guarded compiles need per-function scores and the tracer plugin."""
+  problem = get_problem(problem)
+  if problem.key != "function" or problem.tracer is None or problem.tool != "llc":
+    raise ValueError(f"{problem.name}: guarded compiles need an llc problem with "
+                     f"per-function scores and a tracer plugin (regalloc)")
+  return problem
+
+
+def better_functions(default_scores: dict, policy_scores: dict, missing: float = 0.0):
+  """Functions the policy made strictly cheaper, sorted."""
+  return sorted(f for f, p in policy_scores.items()
+                if p < default_scores.get(f, missing) - _TOLERANCE * max(1.0, abs(p)))
+
+
+def guarded_compile(module, problem, policy, *, default_scores: dict | None = None,
+                    llvm_version: int = 22, timeout: float = core.DEFAULT_TIMEOUT,
+                    output_path=None) -> GuardedResult:
+  """Compiles `module` guarded (module docstring). default_scores: the default's
+  per-function scores if known (skips compile 1). Never raises for compile failures:
+  a failed compile is the result (result.ok False, reason set)."""
+  problem = check_problem(problem)
+  missing = problem.missing_score if problem.missing_score is not None else 0.0
+  with tempfile.TemporaryDirectory(prefix="mlgo-guard-") as tmp:
+    objs = {k: os.path.join(tmp, k + ".o") if output_path else None
+            for k in ("default", "policy", "guarded")}
+    compiles = 0
+    default_result = None
+    if default_scores is None:
+      default_result = core.compile_module(module, problem, CompilerDefault(),
+                                           llvm_version=llvm_version, timeout=timeout,
+                                           output_path=objs["default"])
+      compiles += 1
+      if not default_result.ok:
+        return GuardedResult(default_result, {}, {}, {}, [], compiles, [])
+      default_scores = dict(problem.score_fn(default_result.reward))
+    pol = core.compile_module(module, problem, policy, llvm_version=llvm_version,
+                              timeout=timeout, output_path=objs["policy"])
+    compiles += 1
+    if not pol.ok:
+      return GuardedResult(pol, {}, default_scores, {}, [], compiles, [])
+    policy_scores = dict(problem.score_fn(pol.reward))
+    keys = set(default_scores) | set(policy_scores)
+    lower = {f: min(default_scores.get(f, missing), policy_scores.get(f, missing))
+             for f in keys}
+    chosen = better_functions(default_scores, policy_scores, missing)
+    worse = [f for f in keys if policy_scores.get(f, missing) > lower[f]]
+    if not worse:                 # the policy compile is already the best of both
+      final, scores, obj = pol, policy_scores, objs["policy"]
+    elif not chosen and default_result is not None:
+      final, scores, obj = default_result, default_scores, objs["default"]
+    else:
+      # One more compile (with an empty list when the default came from a cache and
+      # the policy kept nothing: the object must still be the default's).
+      listing = os.path.join(tmp, "policy_functions.txt")
+      with open(listing, "w", encoding="utf-8") as f:
+        f.write("".join(fn + "\n" for fn in chosen))
+      flags = [f"-load={tracer_lib.plugin_path(llvm_version)}",
+               f"{POLICY_FUNCTIONS_OPTION}={listing}"]
+      final = core.compile_module(module, problem, policy, llvm_version=llvm_version,
+                                  timeout=timeout, extra_flags=flags,
+                                  output_path=objs["guarded"])
+      compiles += 1
+      if not final.ok:
+        return GuardedResult(final, {}, default_scores, policy_scores, chosen, compiles, [])
+      scores, obj = dict(problem.score_fn(final.reward)), objs["guarded"]
+    if output_path:
+      shutil.copyfile(obj, output_path)
+  mismatches = sorted(f for f in set(scores) | keys
+                      if abs(scores.get(f, missing) - lower.get(f, missing))
+                      > _TOLERANCE * max(1.0, abs(lower.get(f, missing))))
+  return GuardedResult(final, scores, default_scores, policy_scores, chosen, compiles,
+                       mismatches)
