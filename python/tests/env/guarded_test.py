@@ -1,0 +1,158 @@
+"""Guarded regalloc compiles (mlgo.env.guarded): the tracer plugin's per-function
+selection, the better of default and policy per function, and the guarded evaluator."""
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+from mlgo import env, evaluation
+from mlgo.env import guarded, prepared, tracer
+from mlgo.policy import policy_io
+from mlgo.problems import regalloc
+from mlgo.training.testing import make_tiny_corpus
+from mlgo.util import cli
+from mlgo.util.toolchain import toolchain
+
+FLAGS = ["-O2", "-relocation-model=pic"]
+DATA = pathlib.Path(__file__).resolve().parent / "regalloc_programs"
+
+
+class LowestColumn:
+  """Deterministic and stateless (as a guarded compile needs): evicts from the first
+  valid column. Worse than the default on some functions of the test programs, better
+  on others, so all three compiles of a guarded compile are exercised."""
+
+  def act(self, obs):
+    return regalloc.lowest_valid_column(obs)
+
+
+class SmallFirst:
+  """Priority: short live ranges first (the default does the opposite)."""
+
+  def act(self, obs):
+    return np.float32(1e6 / (1.0 + float(obs["li_size"].reshape(-1)[0])))
+
+
+@pytest.fixture(scope="module")
+def combined(tmp_path_factory):
+  """One module holding every test program's functions (several functions, so some get
+  better and some worse under one policy)."""
+  d = tmp_path_factory.mktemp("combined")
+  src = d / "all.c"
+  src.write_text("".join(f'#include "{p}"\n' for p in sorted(DATA.glob("*.c"))))
+  bc = d / "all.bc"
+  subprocess.run([toolchain(22).clang, "-O2", "-c", "-emit-llvm", str(src), "-o", str(bc)],
+                 check=True)
+  return env.LlcModule("all", str(bc), FLAGS)
+
+
+def _scores(m, problem, policy, out=None, flags=()):
+  r = env.compile_module(m, problem, policy, output_path=str(out) if out else None,
+                         extra_flags=list(flags), timeout=120)
+  assert r.ok, r.reason
+  return r, dict(r.reward["functions"])
+
+
+def _listing(tmp_path, names):
+  p = tmp_path / "functions.txt"
+  p.write_text("".join(n + "\n" for n in names))
+  return [f"-load={tracer.plugin_path()}", f"{guarded.POLICY_FUNCTIONS_OPTION}={p}"]
+
+
+def test_plugin_list_selects_functions(combined, tmp_path):
+  """Naming no function gives the default's object without asking the policy; naming
+  all of them gives the policy's object, byte for byte."""
+  _, dflt = _scores(combined, "regalloc_eviction", env.CompilerDefault(), tmp_path / "d.o")
+  r, pol = _scores(combined, "regalloc_eviction", LowestColumn(), tmp_path / "p.o")
+  assert r.decisions > 0 and pol != dflt
+  none, _ = _scores(combined, "regalloc_eviction", LowestColumn(), tmp_path / "n.o",
+                    _listing(tmp_path, []))
+  assert none.decisions == 0
+  assert (tmp_path / "n.o").read_bytes() == (tmp_path / "d.o").read_bytes()
+  every, _ = _scores(combined, "regalloc_eviction", LowestColumn(), tmp_path / "a.o",
+                     _listing(tmp_path, sorted(pol)))
+  assert every.decisions == r.decisions
+  assert (tmp_path / "a.o").read_bytes() == (tmp_path / "p.o").read_bytes()
+
+
+@pytest.mark.parametrize("problem,policy", [("regalloc_eviction", LowestColumn()),
+                                            ("regalloc_priority", SmallFirst())])
+def test_guarded_compile_is_the_lower_cost_per_function(combined, tmp_path, problem, policy):
+  _, dflt = _scores(combined, problem, env.CompilerDefault())
+  _, pol = _scores(combined, problem, policy)
+  better = sorted(f for f in pol if pol[f] < dflt.get(f, 0.0))
+  worse = [f for f in pol if pol[f] > dflt.get(f, 0.0)]
+  assert better and worse, "the test policy should win some functions and lose others"
+  out = tmp_path / "g.o"
+  g = guarded.guarded_compile(combined, problem, policy, output_path=str(out))
+  assert g.ok and g.compiles == 3 and g.mismatches == []
+  assert g.policy_functions == better
+  assert g.default_scores == dflt and g.policy_scores == pol
+  for f in set(dflt) | set(pol):
+    assert g.scores.get(f, 0.0) == pytest.approx(min(dflt.get(f, 0.0), pol.get(f, 0.0)),
+                                                 rel=1e-9), f
+  assert sum(g.scores.values()) < min(sum(dflt.values()), sum(pol.values()))
+  # The object written is the guarded compile's: recompiling with the same list
+  # gives the same bytes.
+  _scores(combined, problem, policy, tmp_path / "again.o", _listing(tmp_path, better))
+  assert out.read_bytes() == (tmp_path / "again.o").read_bytes()
+  # With the default's scores given (a cache), one llc run fewer and the same result.
+  g2 = guarded.guarded_compile(combined, problem, policy, default_scores=dflt)
+  assert g2.compiles == 2 and g2.scores == g.scores
+
+
+def test_policy_better_everywhere_keeps_its_compile(tmp_path):
+  m = None
+  for src in sorted(DATA.glob("*.c")):
+    bc = tmp_path / (src.stem + ".bc")
+    subprocess.run([toolchain(22).clang, "-O2", "-c", "-emit-llvm", str(src), "-o", str(bc)],
+                   check=True)
+    m = env.LlcModule(src.stem, str(bc), FLAGS)
+    _, dflt = _scores(m, "regalloc_eviction", env.CompilerDefault())
+    _, pol = _scores(m, "regalloc_eviction", LowestColumn())
+    g = guarded.guarded_compile(m, "regalloc_eviction", LowestColumn(), default_scores=dflt)
+    assert g.mismatches == []
+    if all(pol[f] <= dflt.get(f, 0.0) for f in pol):
+      assert g.compiles == 1 and g.scores == pol          # nothing to undo
+    elif not any(pol[f] < dflt.get(f, 0.0) for f in pol):
+      assert g.compiles == 2 and g.policy_functions == [] and g.scores == dflt
+
+
+def test_unreadable_function_list_fails_naming_it(combined, tmp_path):
+  missing = tmp_path / "no_such_list.txt"
+  r = env.compile_module(combined, "regalloc_eviction", LowestColumn(), timeout=120,
+                         extra_flags=[f"-load={tracer.plugin_path()}",
+                                      f"{guarded.POLICY_FUNCTIONS_OPTION}={missing}"])
+  assert not r.ok
+  assert str(missing) in (r.reason or "") + (r.stderr or "")
+
+
+def test_guarded_needs_per_function_scores():
+  with pytest.raises(ValueError, match="inlining"):
+    guarded.check_problem("inlining")
+
+
+def test_guarded_evaluation(tmp_path):
+  """evaluate(guarded=True) with a real policy dir: the shipped eviction model with its
+  output layer negated (a deterministic policy that loses on some functions)."""
+  corpus = make_tiny_corpus(tmp_path / "corpus", sorted(DATA.glob("*.c")), opt="O2",
+                            variants=2)
+  prep = prepared.prepare(corpus, out_root=tmp_path / "prepared")
+  d = next(p for p in cli.runfile_candidates("models/regalloc_eviction") +
+           [pathlib.Path(__file__).resolve().parents[3] / "models" / "regalloc_eviction"]
+           if (p / "policy.json").exists())
+  shipped = policy_io.load_policy(d)
+  w = dict(shipped.arch.w)
+  w["out/kernel"] = -w["out/kernel"]
+  policy_io.write_policy_dir(tmp_path / "anti", shipped.spec, w, saved_model=False)
+  plain = evaluation.evaluate("regalloc_eviction", prep, tmp_path / "anti", tmp_path / "e1",
+                              split="all", use_cache=False)
+  g = evaluation.evaluate("regalloc_eviction", prep, tmp_path / "anti", tmp_path / "e2",
+                          split="all", use_cache=False, guarded=True)
+  assert plain["regressions"] > 0
+  assert g["regressions"] == 0 and g["guarded"]["mismatches"] == []
+  assert g["default"] == pytest.approx(plain["default"])
+  assert g["policy_score"] <= g["default"] and g["policy_score"] <= plain["policy_score"]
+  assert g["improvements"] == plain["improvements"]
+  assert g["guarded"]["compiles"] >= g["modules"]
