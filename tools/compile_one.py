@@ -4,6 +4,12 @@
   bazel run //tools:compile_one -- --problem=regalloc_eviction --module=opt.bc \
       [--llc_flags=-O2,-relocation-model=pic] --policy=random --record=stream.bin
 
+  bazel run //tools:compile_one -- --problem=regalloc_eviction --module=opt.bc \
+      --policy=models/regalloc_eviction --guarded --output=out.o
+
+--guarded (regalloc, a policy dir): per function the better of the default and the
+policy by the allocator's spill/reload/copy cost (mlgo/env/guarded.py; two or three llc
+runs); prints each function's three costs.
 --module may also be a .c/.cc source: it is compiled to bitcode first (pre-optimization
 bitcode at --opt for inlining, optimized bitcode for regalloc).
 """
@@ -43,6 +49,8 @@ def main(argv=None) -> int:
   ap.add_argument("--llvm_version", type=int, default=toolchain.DEFAULT_LLVM_VERSION)
   ap.add_argument("--timeout", type=float, default=300.0)
   ap.add_argument("--quiet", action="store_true", help="no per-decision lines")
+  ap.add_argument("--guarded", action="store_true",
+                  help="regalloc: per function the better of the default and --policy")
   args = ap.parse_args(argv)
 
   problem = problems.get_problem(args.problem)
@@ -68,6 +76,8 @@ def main(argv=None) -> int:
               f"(the module's cc1 flags)", file=sys.stderr)
         return 2
     policy = make_policy(args.policy, problem, args.seed)
+    if args.guarded:
+      return _guarded(args, module, problem, policy)
     res = env.compile_module(
         module, problem, policy, llvm_version=args.llvm_version, timeout=args.timeout,
         record_path=str(cli.user_path(args.record)) if args.record else None,
@@ -85,6 +95,35 @@ def main(argv=None) -> int:
                     "seconds": round(res.seconds, 4)}))
   return 0 if res.ok else 1
 
+
+
+def _guarded(args, module, problem, policy) -> int:
+  from mlgo.env import guarded  # pylint: disable=import-outside-toplevel
+  try:
+    guarded.check_problem(problem)
+  except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  if args.policy in ("default", "random", "mlp"):
+    print("error: --guarded needs a policy dir (a deterministic policy: every function "
+          "must get the same decisions in each compile)", file=sys.stderr)
+    return 2
+  g = guarded.guarded_compile(
+      module, problem, policy, llvm_version=args.llvm_version, timeout=args.timeout,
+      output_path=str(cli.user_path(args.output)) if args.output else None)
+  missing = problem.missing_score or 0.0
+  for f in sorted(set(g.default_scores) | set(g.policy_scores)):
+    print(json.dumps({"function": f, "default": g.default_scores.get(f, missing),
+                      "policy": g.policy_scores.get(f, missing),
+                      "guarded": g.scores.get(f, missing),
+                      "kept": "policy" if f in g.policy_functions else "default"}))
+  print(json.dumps({"module": g.result.module_name, "problem": problem.name, "ok": g.ok,
+                    "reason": g.result.reason, "guarded": True, "compiles": g.compiles,
+                    "default_total": sum(g.default_scores.values()),
+                    "policy_total": sum(g.policy_scores.values()),
+                    "guarded_total": sum(g.scores.values()),
+                    "mismatches": g.mismatches}))
+  return 0 if g.ok and not g.mismatches else 1
 
 if __name__ == "__main__":
   sys.exit(main())

@@ -86,8 +86,10 @@ cloning -> PPO (tf-agents) -> held-out evaluation, within a time budget.
 Without --corpus the default corpus is built once (at -O2 for the regalloc problems).
 llc problems optimize the corpus once first (cached). Running the same command again
 reuses finished steps and resumes PPO. Before the last line: the same policy on packages
-it never saw (@unseen: total, median module, modules >1% worse, packages worse). The
-last line is the held-out summary:
+it never saw (@unseen: total, median module, modules >1% worse, packages worse), and
+with PipelineConfig.guarded_report the same for guarded compiles (per function the
+better of the default and the policy; lines starting "guarded"). The last line is the
+held-out summary:
   modules=N functions=F default_cost=C policy_cost=C change=+-X.XX% regressions=K
 regalloc_priority is EXPERIMENTAL: its trained policies have so far been worse than
 LLVM's default priority on the held-out split (see the README).
@@ -129,6 +131,8 @@ def pipeline_main(argv=None, problem: str = "regalloc_eviction"):
                      warmstart=user_path(a.warmstart) if a.warmstart else None)
   with open(out / "operative_config.gin", "w") as f:
     f.write(gin.operative_config_str())
+  for line in rep.get("guarded", []):  # guarded compiles: reported apart from the policy's
+    print(line)
   for line in rep.get("unseen", []):   # packages never trained on, beside the held-out line
     print(line)
   if "eval" in rep:

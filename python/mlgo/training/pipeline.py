@@ -18,6 +18,7 @@ MLGO_HOME). Each step is cached or resumable under the output directory:
       operative_config.gin
 Running the same command again reuses finished steps and resumes PPO where it stopped.
 """
+import io
 import json
 import pathlib
 import shutil
@@ -54,6 +55,10 @@ class PipelineConfig:
     (their weight average).
   architecture_options: keyword options of the problem's network, given to BC's fresh
     spec (PPO trains what BC starts), e.g. {"cost_mask": True} for eviction.
+  guarded_report: (regalloc) also evaluate guarded compiles of the final policy on the
+    held-out split and unseen_suites (mlgo.env.guarded: per function the better of the
+    default and the policy, two or three llc runs); their lines start with "guarded".
+    guarded_reserve seconds of the budget are kept for it.
   """
 
   def __init__(self, time_budget: float = 840.0, trace_modules: int = 160,
@@ -63,7 +68,8 @@ class PipelineConfig:
                eval_reserve: float = 100.0, jobs: int = 2, seed: int = 0, hidden=None,
                unseen_suites=("@unseen",), unseen_reserve: float = 150.0,
                final_policy: str = "best", final_top_k: int = 3,
-               architecture_options=None):
+               architecture_options=None, guarded_report: bool = False,
+               guarded_reserve: float = 45.0):
     if final_policy not in ("best", "ensemble", "average"):
       raise ValueError(f"PipelineConfig.final_policy {final_policy!r}: expected best, "
                        "ensemble or average")
@@ -151,7 +157,8 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
   trainer = ppo.Trainer(corpus, out / "ppo", problem_name=problem_name, warmstart=start,
                         trace=out / "trace", config=pcfg, stream=stream)
   budget = (cfg.time_budget - (time.monotonic() - t_start) - cfg.eval_reserve
-            - (cfg.unseen_reserve if cfg.unseen_suites else 0.0))
+            - (cfg.unseen_reserve if cfg.unseen_suites else 0.0)
+            - (cfg.guarded_reserve if cfg.guarded_report else 0.0))
   say(f"PPO: {len(trainer.train_modules)} training modules, about {max(0, budget):.0f}s "
       f"(iteration {trainer.state['iteration']} so far)")
   if budget > 0:
@@ -191,6 +198,15 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
                              list(cfg.unseen_suites), jobs=cfg.jobs,
                              timeout=pcfg.compile_timeout, pool_kind=pcfg.pool, stream=stream)
     report["unseen"] = [generalization.format_line(r) for r in rep["suites"]]
+  if cfg.guarded_report:
+    from mlgo.evaluation import generalization  # pylint: disable=import-outside-toplevel
+    suites = (["heldout"] if held else []) + list(cfg.unseen_suites)
+    rep = generalization.run(problem_name, out / "policy", out / "guarded", suites,
+                             jobs=cfg.jobs, timeout=pcfg.compile_timeout, pool_kind=pcfg.pool,
+                             stream=io.StringIO(), guarded=True)
+    report["guarded"] = ["guarded " + generalization.format_line(r) for r in rep["suites"]]
+    for line in report["guarded"]:
+      say(line)
   report["seconds"] = time.monotonic() - t_start
   (out / "report.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
   return report

@@ -57,3 +57,27 @@ def test_failure_exit_code_and_reason(tmp_path):
   assert p.returncode == 1
   summary = json.loads(p.stdout.splitlines()[-1])
   assert not summary["ok"] and "before opening the interactive channel" in summary["reason"]
+
+
+def test_eviction_guarded_writes_the_better_per_function(tmp_path):
+  """--guarded with the shipped eviction model: each function's guarded cost is the
+  lower of its default and policy costs, and the object is written."""
+  m = lib.llc_module("pressure.c", 22)
+  model = next(p for p in cli.runfile_candidates("models/regalloc_eviction")
+               if (p / "policy.json").exists())
+  out = tmp_path / "g.o"
+  p = run("--problem=regalloc_eviction", f"--module={m.bc_path}", f"--policy={model}",
+          "--guarded", f"--output={out}", "--llc_flags=-O2")
+  assert p.returncode == 0, p.stderr
+  *funcs, summary = [json.loads(l) for l in p.stdout.splitlines()]
+  assert summary["ok"] and summary["guarded"] and summary["mismatches"] == []
+  assert funcs and all(f["guarded"] == min(f["default"], f["policy"]) for f in funcs)
+  assert summary["guarded_total"] == pytest.approx(sum(f["guarded"] for f in funcs))
+  assert out.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_guarded_refuses_a_random_policy(tmp_path):
+  m = lib.llc_module("pressure.c", 22)
+  p = run("--problem=regalloc_eviction", f"--module={m.bc_path}", "--policy=random",
+          "--guarded")
+  assert p.returncode == 2 and "deterministic" in p.stderr

@@ -25,11 +25,11 @@ def tiny(tmp_path_factory):
   return prepared.prepare(corpus, out_root=d / "prepared"), d
 
 
-def _configs(iterations, unseen=(), final="best"):
+def _configs(iterations, unseen=(), final="best", guarded=False):
   cfg = pipeline.PipelineConfig(time_budget=10_000, trace_modules=10, bc_epochs=30,
                                 bc_time_budget=60, eval_reserve=0, jobs=2,
                                 bc_heldout_fraction=0.0, unseen_suites=unseen,
-                                final_policy=final)
+                                final_policy=final, guarded_report=guarded)
   pcfg = ppo.PPOConfig(modules_per_iteration=3, num_iterations=iterations, jobs=2,
                        minibatch_rows=8, validate_every=1, validation_modules=4,
                        validation_metric="module_mean", score_weighting_power=0.5,
@@ -45,7 +45,7 @@ def test_pipeline(tiny, problem):
   out = d / problem
   # The tiny corpus itself stands in for unseen packages (a prepared corpus dir works
   # as a suite too); the real default is @unseen.
-  cfg, pcfg = _configs(2, unseen=(str(corpus.path),))
+  cfg, pcfg = _configs(2, unseen=(str(corpus.path),), guarded=True)
   rep = pipeline.run(problem, corpus, out, cfg=cfg, ppo_config=pcfg)
   # The trace holds the tracer's labels of every kept decision.
   ds = dataset.Dataset(out / "trace")
@@ -74,6 +74,12 @@ def test_pipeline(tiny, problem):
   (unseen,) = rep["unseen"]
   assert unseen.startswith(f"{corpus.path.name}: change=") and "modules_worse_1pct=" in unseen
   assert (out / "unseen" / "generalization.md").exists()
+  # Guarded compiles of the same policy: per function never worse than the default.
+  assert [l.split(":")[0] for l in rep["guarded"]] == ["guarded heldout",
+                                                      f"guarded {corpus.path.name}"]
+  g = json.loads((out / "guarded" / "generalization.json").read_text())
+  assert g["guarded"] and all(r["keys_regressed"] == 0 and r["change_pct"] <= 0
+                              for r in g["suites"])
   pol = policy_io.load_policy(out / "policy")
   assert pol.problem == problem
   assert (out / "policy" / "saved_policy" / "saved_model.pb").exists()
