@@ -35,12 +35,15 @@ def main(argv=None):
   ap.add_argument("--role", choices=runtime_check.ROLES, default=None,
                   help="only the programs of this role")
   ap.add_argument("--jobs", type=int, default=2)
+  ap.add_argument("--guarded", action="store_true",
+                  help="build the policy side with guarded compiles (per function the "
+                       "better of the default and the policy by the allocator's cost)")
   a = ap.parse_args(argv)
   p = policy_path(a.policy)
   out = user_path(a.output)
   rows = runtime_check.run(a.problem, p, out,
                            programs=[x for x in a.programs.split(",") if x] or None,
-                           role=a.role, jobs=a.jobs)
+                           role=a.role, jobs=a.jobs, guarded=a.guarded)
   (out / "runtime_check.json").write_text(json.dumps(rows, indent=1) + "\n")
   print(runtime_check.format_table(rows))
   return 0

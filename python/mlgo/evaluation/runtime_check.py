@@ -274,10 +274,10 @@ def _obj_name(rel: str) -> str:
 
 
 def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version, timeout,
-                llc_flags=(), policy=None, clang_flags=()):
+                llc_flags=(), policy=None, clang_flags=(), guarded=False):
   """One translation unit: clang -O2 to bitcode, then llc with the allocator under test
-  (`policy`, else the policy of spec/weights, else the default). Returns (error | None,
-  the compile's reward dict)."""
+  (`policy`, else the policy of spec/weights, else the default; guarded: a guarded
+  compile of it, mlgo.env.guarded). Returns (error | None, the compile's reward dict)."""
   tc = toolchain(llvm_version)
   bc = obj + ".bc"
   cc = tc.clangxx if rel.endswith(CXX_EXTS) else tc.clang
@@ -289,9 +289,16 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
     return f"clang failed on {rel}: {r.stderr[-300:]}", None
   if policy is None:
     policy = (policy_io.Policy(spec, weights) if spec is not None else env.CompilerDefault())
-  res = env.compile_module(env.LlcModule(rel, bc, ["-O2", "-relocation-model=pic"]), problem,
-                           policy, llvm_version=llvm_version, timeout=timeout,
-                           output_path=obj, extra_flags=list(llc_flags))
+  module = env.LlcModule(rel, bc, ["-O2", "-relocation-model=pic"] + list(llc_flags))
+  if guarded:
+    from mlgo.env import guarded as guarded_lib  # pylint: disable=import-outside-toplevel
+    g = guarded_lib.guarded_compile(module, problem, policy, llvm_version=llvm_version,
+                                    timeout=timeout, output_path=obj)
+    if not g.ok:
+      return f"llc failed on {rel}: {g.result.reason}", None
+    return None, {"functions": g.scores, "total": float(sum(g.scores.values()))}
+  res = env.compile_module(module, problem, policy, llvm_version=llvm_version,
+                           timeout=timeout, output_path=obj)
   if not res.ok:
     return f"llc failed on {rel}: {res.reason}", None
   return None, res.reward
@@ -299,7 +306,7 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
 
 def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, jobs=2,
                   llvm_version=22, timeout=600.0, llc_flags=(), policy=None, clang_flags=(),
-                  link_flags=()):
+                  link_flags=(), guarded=False):
   """Builds `prog` into out_dir/<name>: every translation unit through llc with the
   allocator under test (policy, or spec/weights, or the default), extra llc_flags (and
   clang_flags for the -O2 bitcode, link_flags for the link, e.g. PGO's). The optimized
@@ -315,7 +322,7 @@ def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, j
       objs.append(obj)
       futs.append(ex.submit(_compile_tu, str(src_root), rel, prog.cflags, obj, problem,
                             spec, weights, llvm_version, timeout, tuple(llc_flags), policy,
-                            tuple(clang_flags)))
+                            tuple(clang_flags), guarded))
     for f in futs:
       err, reward = f.result()
       if err:
@@ -470,7 +477,9 @@ def select(names=None, role=None) -> list:
 
 
 def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: int = 2,
-        llvm_version: int = 22, stream=sys.stderr) -> list:
+        llvm_version: int = 22, stream=sys.stderr, guarded: bool = False) -> list:
+  """guarded: the policy side is built with guarded compiles (mlgo.env.guarded; its
+  build dir is <program>/guarded), its figures still under "policy" in the rows."""
   pol = policy_io.load_policy(policy_dir)
   if not problems_lib.same_decisions(pol.problem, problem):
     raise ValueError(f"{policy_dir}: policy is for {pol.problem}, not {problem}")
@@ -500,9 +509,11 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
     for variant, spec, w in (("default", None, None), ("policy", pol.spec, pol.arch.w)):
       if variant in res:
         continue
-      print(f"runtime_check: building {prog.name} ({variant})", file=stream, flush=True)
-      exe = build_program(prog, src, out / prog.name / variant, problem, spec, w, jobs=jobs,
-                          llvm_version=llvm_version)
+      g = guarded and variant == "policy"
+      print(f"runtime_check: building {prog.name} ({'guarded' if g else variant})",
+            file=stream, flush=True)
+      exe = build_program(prog, src, out / prog.name / ("guarded" if g else variant), problem,
+                          spec, w, jobs=jobs, llvm_version=llvm_version, guarded=g)
       args = program_args(prog, inp, script)
       print(f"runtime_check: running {prog.name} ({variant}) under cachegrind", file=stream,
             flush=True)
