@@ -6,6 +6,8 @@ into a relinked libLLVM (release mode), checked against the other two release ro
   (models/inlining_oz) on real corpus modules (Debian's bzip2 and tinyxml2).
 - Eviction: `PREFIX/bin/llc -regalloc-enable-advisor=release` gives objects
   byte-identical to stock llc-22 answered by advisor_server (models/regalloc_eviction).
+- Guarded eviction compiles (per function the better of default and model) with the
+  compiled-in model match guarded compiles answered on the channel.
 - Compiles are deterministic; without the ML flags the prefix compiles exactly as stock
   clang-22; the prefix builds bzip2, which links and round-trips data.
 - The pinned Debian versions are installed, and a mismatch is a clear error.
@@ -409,6 +411,33 @@ def test_eviction_release_matches_advisor_server(corpus, tmp_path):
     changed_vs_default += not filecmp.cmp(rel, dflt, shallow=False)
   assert [n for n, s in same if not s] == []
   assert changed_vs_default >= 3
+
+
+def test_guarded_release_matches_guarded_channel(corpus, tmp_path):
+  """Guarded compiles (mlgo.env.guarded) with the prefix's compiled-in eviction model
+  and no Python policy give the same objects as guarded compiles of stock llc-22
+  answered by the same model on the channel, per function the lower cost of the two."""
+  from mlgo import env
+  from mlgo.env import guarded
+  from mlgo.policy import policy_io
+  pol = policy_io.load_policy(pathlib.Path("models/regalloc_eviction").resolve())
+  third = 0
+  for m in corpus.modules:
+    bc = tmp_path / f"{_stem(m)}.opt.bc"
+    _run(m.compile_argv(TC.clang, bc, action="-emit-llvm-bc"))
+    mod = env.LlcModule(m.name, str(bc), ["-O2"])
+    rel, chan = tmp_path / "rel.o", tmp_path / "chan.o"
+    g_rel = guarded.guarded_compile(mod, "regalloc_eviction", None,
+                                    tool_path=str(PREFIX / "bin/llc"),
+                                    policy_flags=["-regalloc-enable-advisor=release"],
+                                    output_path=str(rel))
+    g_chan = guarded.guarded_compile(mod, "regalloc_eviction", pol, output_path=str(chan))
+    assert g_rel.ok and g_chan.ok, (m.name, g_rel.result.reason, g_chan.result.reason)
+    assert g_rel.mismatches == [] and g_rel.scores == g_chan.scores, m.name
+    assert g_rel.policy_functions == g_chan.policy_functions, m.name
+    assert filecmp.cmp(rel, chan, shallow=False), m.name
+    third += g_rel.compiles == 3
+  assert third >= 1   # at least one module needed the per-function third compile
 
 
 def test_prefix_builds_bzip2_which_links_and_runs(tmp_path):

@@ -16,6 +16,11 @@ Greedy allocation of one function does not depend on another's, so compile 3 has
 function, exactly the lower of the two costs; the result checks that and counts any
 function where it does not hold (`mismatches`: none is expected).
 
+Release use: with policy=None the policy compile is llc's own release advisor (e.g.
+`tool_path` = the release prefix's llc with its compiled-in model, `policy_flags` =
+["-regalloc-enable-advisor=release"]); no channel and no Python policy. The plugin wraps
+that advisor the same way, so the three compiles need nothing else.
+
 Cost: two or three llc runs instead of one. Not a learned result: the figures of a
 guarded compile are reported apart from the policy's own.
 """
@@ -66,10 +71,17 @@ def better_functions(default_scores: dict, policy_scores: dict, missing: float =
 
 def guarded_compile(module, problem, policy, *, default_scores: dict | None = None,
                     llvm_version: int = 22, timeout: float = core.DEFAULT_TIMEOUT,
-                    output_path=None) -> GuardedResult:
+                    output_path=None, tool_path=None, policy_flags=()) -> GuardedResult:
   """Compiles `module` guarded (module docstring). default_scores: the default's
-  per-function scores if known (skips compile 1). Never raises for compile failures:
-  a failed compile is the result (result.ok False, reason set)."""
+  per-function scores if known (skips compile 1). policy None: the policy is whatever
+  `policy_flags` enable in the compiler (tool_path: another llc, e.g. a release
+  prefix's). Never raises for compile failures: a failed compile is the result
+  (result.ok False, reason set)."""
+  if policy is None and not policy_flags:
+    raise ValueError("guarded_compile: no policy and no policy_flags")
+  if policy is None:
+    policy = CompilerDefault()   # no channel: the compiler's release advisor decides
+  policy_flags = list(policy_flags)
   problem = check_problem(problem)
   missing = problem.missing_score if problem.missing_score is not None else 0.0
   with tempfile.TemporaryDirectory(prefix="mlgo-guard-") as tmp:
@@ -80,13 +92,14 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
     if default_scores is None:
       default_result = core.compile_module(module, problem, CompilerDefault(),
                                            llvm_version=llvm_version, timeout=timeout,
-                                           output_path=objs["default"])
+                                           output_path=objs["default"], tool_path=tool_path)
       compiles += 1
       if not default_result.ok:
         return GuardedResult(default_result, {}, {}, {}, [], compiles, [])
       default_scores = dict(problem.score_fn(default_result.reward))
     pol = core.compile_module(module, problem, policy, llvm_version=llvm_version,
-                              timeout=timeout, output_path=objs["policy"])
+                              timeout=timeout, output_path=objs["policy"],
+                              tool_path=tool_path, extra_flags=policy_flags)
     compiles += 1
     if not pol.ok:
       return GuardedResult(pol, {}, default_scores, {}, [], compiles, [])
@@ -109,8 +122,8 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
       flags = [f"-load={tracer_lib.plugin_path(llvm_version)}",
                f"{POLICY_FUNCTIONS_OPTION}={listing}"]
       final = core.compile_module(module, problem, policy, llvm_version=llvm_version,
-                                  timeout=timeout, extra_flags=flags,
-                                  output_path=objs["guarded"])
+                                  timeout=timeout, extra_flags=flags + policy_flags,
+                                  output_path=objs["guarded"], tool_path=tool_path)
       compiles += 1
       if not final.ok:
         return GuardedResult(final, {}, default_scores, policy_scores, chosen, compiles, [])
