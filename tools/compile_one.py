@@ -9,7 +9,9 @@
 
 --guarded (regalloc, a policy dir): per function the better of the default and the
 policy by the allocator's spill/reload/copy cost (mlgo/env/guarded.py; two or three llc
-runs); prints each function's three costs.
+runs); prints each function's three costs. `--guarded --policy=release --llc=PREFIX/bin/llc`
+does the same with the compiled-in model of a release prefix (//llvm_patches:clang_release),
+no policy in Python.
 --module may also be a .c/.cc source: it is compiled to bitcode first (pre-optimization
 bitcode at --opt for inlining, optimized bitcode for regalloc).
 """
@@ -51,6 +53,8 @@ def main(argv=None) -> int:
   ap.add_argument("--quiet", action="store_true", help="no per-decision lines")
   ap.add_argument("--guarded", action="store_true",
                   help="regalloc: per function the better of the default and --policy")
+  ap.add_argument("--llc", help="with --guarded --policy=release: the llc whose release "
+                  "advisor has the model compiled in")
   args = ap.parse_args(argv)
 
   problem = problems.get_problem(args.problem)
@@ -75,9 +79,11 @@ def main(argv=None) -> int:
         print(f"error: {args.problem} compiles with clang -cc1 and needs --cmd "
               f"(the module's cc1 flags)", file=sys.stderr)
         return 2
-    policy = make_policy(args.policy, problem, args.seed)
     if args.guarded:
+      policy = None if args.policy == "release" else make_policy(args.policy, problem,
+                                                                  args.seed)
       return _guarded(args, module, problem, policy)
+    policy = make_policy(args.policy, problem, args.seed)
     res = env.compile_module(
         module, problem, policy, llvm_version=args.llvm_version, timeout=args.timeout,
         record_path=str(cli.user_path(args.record)) if args.record else None,
@@ -105,14 +111,22 @@ def _guarded(args, module, problem, policy) -> int:
     print(f"error: {e}", file=sys.stderr)
     return 2
   if args.policy in ("default", "random", "mlp"):
-    print("error: --guarded needs a policy dir (a deterministic policy: every function "
-          "must get the same decisions in each compile)", file=sys.stderr)
+    print("error: --guarded needs a policy dir or 'release' (a deterministic policy: every "
+          "function must get the same decisions in each compile)", file=sys.stderr)
     return 2
+  release = {}
+  if policy is None:
+    if not args.llc:
+      print("error: --policy=release needs --llc (an llc with the model compiled in)",
+            file=sys.stderr)
+      return 2
+    release = {"tool_path": str(cli.user_path(args.llc)),
+               "policy_flags": list(problem.enable_options)}
   g = guarded.guarded_compile(
       module, problem, policy, llvm_version=args.llvm_version, timeout=args.timeout,
-      output_path=str(cli.user_path(args.output)) if args.output else None)
+      output_path=str(cli.user_path(args.output)) if args.output else None, **release)
   missing = problem.missing_score or 0.0
-  for f in sorted(set(g.default_scores) | set(g.policy_scores)):
+  for f in sorted(set(g.default_scores) | set(g.policy_scores)) if g.ok else ():
     print(json.dumps({"function": f, "default": g.default_scores.get(f, missing),
                       "policy": g.policy_scores.get(f, missing),
                       "guarded": g.scores.get(f, missing),
