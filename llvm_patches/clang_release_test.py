@@ -433,7 +433,9 @@ def test_guarded_release_matches_guarded_channel(corpus, tmp_path):
                                     output_path=str(rel))
     g_chan = guarded.guarded_compile(mod, "regalloc_eviction", pol, output_path=str(chan))
     assert g_rel.ok and g_chan.ok, (m.name, g_rel.result.reason, g_chan.result.reason)
-    assert g_rel.mismatches == [] and g_rel.scores == g_chan.scores, m.name
+    # The channel's reward also lists, at cost 0, functions that only had a context.
+    nonzero = lambda g: {f: v for f, v in g.scores.items() if v}
+    assert g_rel.mismatches == [] and nonzero(g_rel) == nonzero(g_chan), m.name
     assert g_rel.policy_functions == g_chan.policy_functions, m.name
     assert filecmp.cmp(rel, chan, shallow=False), m.name
     third += g_rel.compiles == 3
