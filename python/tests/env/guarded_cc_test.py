@@ -1,0 +1,116 @@
+"""tools/guarded_cc: a compiler wrapper whose objects are guarded regalloc compiles.
+
+A three-file program (the regalloc test programs plus a main) is built with the wrapper
+as a build system would call it (-MMD dependency files, separate link), and with plain
+clang; both executables print the same; the wrapper's objects are clang's where the
+policy won nothing and cheaper where it won."""
+import json
+import pathlib
+import subprocess
+
+import pytest
+
+from mlgo.util import cli
+from mlgo.util.toolchain import toolchain
+
+DATA = pathlib.Path(__file__).resolve().parent / "regalloc_programs"
+MAIN = r"""
+#include <stdint.h>
+#include <stdio.h>
+uint64_t mixer(uint64_t *a, int n, uint64_t s);
+int table(int *t, int n, int k);
+double weight(int i) { return 1.0 / (1 + i); }
+int main(void) {
+  static uint64_t a[4096]; static int t[4096];
+  for (int i = 0; i < 4096; i++) { a[i] = i * 2654435761u; t[i] = i * 7 % 13; }
+  uint64_t m = mixer(a, 4096, 42);
+  int k = table(t, 4096, 5);
+  printf("%llu %d\n", (unsigned long long)m, k);
+  return 0;
+}
+"""
+
+
+def tool():
+  found = next((p for p in cli.runfile_candidates("tools/guarded_cc") if p.exists()), None)
+  if found is None:
+    pytest.fail("guarded_cc binary not in runfiles")
+  return str(found)
+
+
+def model():
+  return next(p for p in cli.runfile_candidates("models/regalloc_eviction")
+              if (p / "policy.json").exists())
+
+
+@pytest.fixture()
+def srcs(tmp_path):
+  (tmp_path / "main.c").write_text(MAIN)
+  for name in ("mixer.c", "stencil.c"):
+    (tmp_path / name).write_text((DATA / name).read_text())
+  return ["main.c", "mixer.c", "stencil.c"]
+
+
+def _build(tmp_path, srcs, cc, tag):
+  objs = []
+  for s in srcs:
+    obj = f"{tag}-{s[:-2]}.o"
+    r = subprocess.run(cc + ["-O2", "-fPIE", "-MMD", "-MF", f"{obj}.d", "-c", s, "-o", obj],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / f"{obj}.d").read_text().startswith(f"{obj}:")
+    objs.append(obj)
+  r = subprocess.run(cc + ["-pie", "-o", tag] + objs, cwd=tmp_path, capture_output=True,
+                     text=True, timeout=120)
+  assert r.returncode == 0, r.stderr
+  out = subprocess.run([str(tmp_path / tag)], capture_output=True, text=True, timeout=60)
+  assert out.returncode == 0
+  return out.stdout, {s: (tmp_path / o).read_bytes() for s, o in zip(srcs, objs)}
+
+
+def test_guarded_build_runs_like_clangs(tmp_path, srcs):
+  log = tmp_path / "guard.jsonl"
+  want, plain = _build(tmp_path, srcs, [toolchain(22).clang], "plain")
+  got, guarded = _build(tmp_path, srcs, [tool(), f"--policy={model()}", f"--log={log}",
+                                         "--"], "guarded")
+  assert got == want and got.strip()
+  rows = {r["source"]: r for r in map(json.loads, log.read_text().splitlines())}
+  assert set(rows) == set(srcs)
+  for s, r in rows.items():
+    assert r["ok"] and r["guarded_cost"] <= min(r["default_cost"], r["policy_cost"]) + 1e-6
+    if r["policy_functions"]:
+      assert r["guarded_cost"] < r["default_cost"] and guarded[s] != plain[s], s
+    else:
+      assert guarded[s] == plain[s], s   # llc with clang's flags reproduces clang
+  assert any(r["policy_functions"] for r in rows.values())
+
+
+def test_compile_errors_and_passthrough(tmp_path):
+  (tmp_path / "bad.c").write_text("int f( { return 0; }\n")
+  r = subprocess.run([tool(), f"--policy={model()}", "--", "-c", "bad.c", "-o", "bad.o"],
+                     cwd=tmp_path, capture_output=True, text=True, timeout=120)
+  assert r.returncode != 0 and "bad.c" in r.stderr and not (tmp_path / "bad.o").exists()
+  (tmp_path / "p.c").write_text("int x;\n")
+  r = subprocess.run([tool(), f"--policy={model()}", "--", "-E", "p.c"], cwd=tmp_path,
+                     capture_output=True, text=True, timeout=120)
+  assert r.returncode == 0 and "int x;" in r.stdout
+
+
+def test_bad_policy_dir_is_a_clear_error(tmp_path):
+  r = subprocess.run([tool(), f"--policy={tmp_path / 'nope'}", "--", "-c", "x.c"],
+                     cwd=tmp_path, capture_output=True, text=True, timeout=60)
+  assert r.returncode == 2 and "nope" in r.stderr and "policy.json" in r.stderr
+
+
+def test_a_failing_guard_keeps_clangs_object(tmp_path, srcs):
+  """A release llc that cannot run: the wrapper warns, keeps clang's object, exits 0."""
+  fake = tmp_path / "llc-broken"
+  fake.write_text("#!/bin/sh\necho broken llc >&2\nexit 3\n")
+  fake.chmod(0o755)
+  r = subprocess.run([tool(), "--policy=release", f"--llc={fake}", "--", "-O2", "-c",
+                      "mixer.c", "-o", "m.o"], cwd=tmp_path, capture_output=True, text=True,
+                     timeout=120)
+  assert r.returncode == 0 and "mixer.c: kept clang's object" in r.stderr
+  subprocess.run([toolchain(22).clang, "-O2", "-c", "mixer.c", "-o", "ref.o"], cwd=tmp_path,
+                 check=True)
+  assert (tmp_path / "m.o").read_bytes() == (tmp_path / "ref.o").read_bytes()

@@ -1,0 +1,177 @@
+"""A C/C++ compiler wrapper: clang-22, with each object's register allocation guarded.
+
+  make CC="bazel-bin/tools/guarded_cc --policy=$PWD/models/regalloc_eviction --" \
+       CXX="bazel-bin/tools/guarded_cc --cxx --policy=$PWD/models/regalloc_eviction --"
+  bazel-bin/tools/guarded_cc --policy=release --llc=PREFIX/bin/llc -- -O2 -c x.c -o x.o
+
+Every `-c` compile of one C/C++ source runs clang exactly as asked (the object, dependency
+files and diagnostics are clang's), then rebuilds the object from the same optimized
+bitcode with llc: per function the better register allocation of the default and the
+policy, by the allocator's spill/reload/copy cost (mlgo/env/guarded.py; two or three llc
+runs). Without a policy, llc with the flags taken from clang's own cc1 command gives
+clang's object byte for byte, so the objects differ only where the policy won.
+Anything else (linking, -E, -S, several sources) goes to clang unchanged.
+
+If the guarded rebuild fails (llc crash or timeout, a policy error), the wrapper keeps
+clang's object, prints a warning naming the source and exits 0: a build never breaks on
+the guard. --log=FILE appends one JSON line per object (source, per-object cost totals,
+llc runs, functions that kept the policy's decisions).
+"""
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+SOURCE_EXTS = (".c", ".cc", ".cpp", ".cxx", ".C", ".c++")
+# Options whose next argument is a separate value (so it is not a source file).
+_WITH_VALUE = {"-o", "-MF", "-MT", "-MQ", "-I", "-D", "-U", "-include", "-isystem",
+               "-iquote", "-idirafter", "-x", "-Xclang", "-mllvm", "-target", "-arch",
+               "-imacros", "-isysroot", "--sysroot", "-Xlinker", "-Xassembler",
+               "-Xpreprocessor", "-L", "-l"}
+_NOT_AN_OBJECT = {"-E", "-S", "-emit-llvm", "-fsyntax-only", "-M", "-MM", "-###"}
+_DEP_FLAGS = {"-MD", "-MMD", "-MP"}
+_DEP_WITH_VALUE = {"-MF", "-MT", "-MQ"}
+
+
+def split_compile(args):
+  """(sources, output) of a `-c` compile of exactly one source, else None."""
+  if "-c" not in args or any(a in _NOT_AN_OBJECT for a in args):
+    return None
+  sources, out, i = [], None, 0
+  while i < len(args):
+    a = args[i]
+    if a in _WITH_VALUE:
+      if a == "-o" and i + 1 < len(args):
+        out = args[i + 1]
+      i += 2
+      continue
+    if not a.startswith("-") and a.endswith(SOURCE_EXTS):
+      sources.append(a)
+    i += 1
+  if len(sources) != 1 or out == "-":
+    return None
+  src = sources[0]
+  if out is None:
+    out = os.path.splitext(os.path.basename(src))[0] + ".o"
+  return src, out
+
+
+def bitcode_args(args, bc_path):
+  """The same compile writing optimized bitcode to bc_path, without dependency files."""
+  out, i = [], 0
+  while i < len(args):
+    a = args[i]
+    if a in _DEP_WITH_VALUE or a == "-o":
+      i += 2
+      continue
+    if a in _DEP_FLAGS or a.startswith(("-MF", "-MT", "-MQ", "-Wp,-MD", "-Wp,-MMD")):
+      i += 1
+      continue
+    out.append(a)
+    i += 1
+  return out + ["-emit-llvm", "-o", bc_path]
+
+
+def cc1_flags(compiler, args):
+  r = subprocess.run([compiler, "-###"] + args, capture_output=True, text=True)
+  for line in r.stderr.splitlines():
+    if '"-cc1"' in line:
+      return shlex.split(line)[1:]
+  raise RuntimeError(f"no cc1 command in `{compiler} -### ...`: {r.stderr[-500:]}")
+
+
+def main(argv=None) -> int:
+  argv = list(sys.argv[1:] if argv is None else argv)
+  if "--" not in argv:
+    print("usage: guarded_cc [--policy=DIR|release] [--llc=PATH] [--cxx] [--log=FILE] -- "
+          "COMPILER ARGS...", file=sys.stderr)
+    return 2
+  k = argv.index("--")
+  ap = argparse.ArgumentParser(description=__doc__,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--policy", required=True,
+                  help="eviction policy dir, or 'release' (the --llc's compiled-in model)")
+  ap.add_argument("--llc", help="with --policy=release: an llc with the model compiled in")
+  ap.add_argument("--problem", default="regalloc_eviction",
+                  choices=["regalloc_eviction", "regalloc_priority"])
+  ap.add_argument("--cxx", action="store_true", help="drive clang++ (else clang)")
+  ap.add_argument("--log", help="append one JSON line per guarded object here")
+  ap.add_argument("--timeout", type=float, default=600.0, help="seconds per llc run")
+  a = ap.parse_args(argv[:k])
+  args = argv[k + 1:]
+  from mlgo.util.toolchain import toolchain  # pylint: disable=import-outside-toplevel
+  tc = toolchain(22)
+  compiler = tc.clangxx if a.cxx else tc.clang
+  if a.policy == "release" and not a.llc:
+    print("guarded_cc: --policy=release needs --llc (an llc with the model compiled in)",
+          file=sys.stderr)
+    return 2
+  if a.policy != "release" and not os.path.exists(os.path.join(a.policy, "policy.json")):
+    print(f"guarded_cc: {a.policy}: not a policy dir (no policy.json)", file=sys.stderr)
+    return 2
+  r = subprocess.run([compiler] + args)
+  compile_ = split_compile(args)
+  if r.returncode != 0 or compile_ is None:
+    return r.returncode
+  src, out = compile_
+  try:
+    info = _guard(a, compiler, args, src, out)
+  except Exception as e:  # pylint: disable=broad-except
+    info = {"source": src, "ok": False, "reason": f"{type(e).__name__}: {e}"}
+  if not info["ok"]:
+    print(f"guarded_cc: warning: {src}: kept clang's object ({info['reason']})",
+          file=sys.stderr)
+  if a.log:
+    with open(a.log, "a", encoding="utf-8") as f:
+      f.write(json.dumps(info) + "\n")
+  return 0
+
+
+def _guard(a, compiler, args, src, out) -> dict:
+  from mlgo.env import guarded, modules  # pylint: disable=import-outside-toplevel
+  from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
+  problem = get_problem(a.problem)
+  with tempfile.TemporaryDirectory(prefix="mlgo-guarded-cc-") as tmp:
+    bc = os.path.join(tmp, "module.bc")
+    r = subprocess.run([compiler] + bitcode_args(args, bc), capture_output=True, text=True)
+    if r.returncode != 0:
+      return {"source": src, "ok": False, "reason": "bitcode compile failed: "
+              + r.stderr[-300:]}
+    module = modules.LlcModule(src, bc, modules.llc_flags_from_cc1(cc1_flags(compiler, args)))
+    kw = {}
+    if a.policy == "release":
+      policy = None
+      kw = {"tool_path": a.llc, "policy_flags": list(problem.enable_options)}
+    else:
+      from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+      policy = policy_io.load_policy(a.policy)
+    obj = os.path.join(tmp, "guarded.o")
+    g = guarded.guarded_compile(module, problem, policy, timeout=a.timeout,
+                                output_path=obj, **kw)
+    info = {"source": src, "output": out, "ok": g.ok and not g.mismatches,
+            "reason": g.result.reason or (f"{len(g.mismatches)} functions not at the "
+                                          "lower cost" if g.mismatches else None),
+            "llc_runs": g.compiles, "default_cost": sum(g.default_scores.values()),
+            "policy_cost": sum(g.policy_scores.values()),
+            "guarded_cost": sum(g.scores.values()),
+            "policy_functions": g.policy_functions}
+    if info["ok"]:
+      _copy_over(obj, out)
+    return info
+
+
+def _copy_over(src, dst):
+  """Replace dst atomically (a parallel build may read it as soon as it appears)."""
+  tmp = f"{dst}.guarded-tmp{os.getpid()}"
+  with open(src, "rb") as fi, open(tmp, "wb") as fo:
+    fo.write(fi.read())
+  os.replace(tmp, dst)
+
+
+if __name__ == "__main__":
+  from mlgo.util.files import private_tempdir
+  private_tempdir()
+  sys.exit(main())
