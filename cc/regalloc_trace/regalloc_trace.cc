@@ -48,6 +48,7 @@
 #include "llvm/CodeGen/RegAllocPriorityAdvisor.h"
 #include "llvm/CodeGen/SlotIndexes.h"
 #include "llvm/IR/Function.h"
+#include "llvm/IR/GlobalValue.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/InitializePasses.h"
@@ -120,9 +121,11 @@ struct FunctionSelection {
     }
   }
 
-  // Whether the ML advisor decides for MF (given that it is active).
+  // Whether the ML advisor decides for MF (given that it is active). Names are
+  // compared as the remarks print them (without the \1 of asm labels).
   bool policyDecides(const MachineFunction &MF) const {
-    return !Loaded || Names.contains(MF.getName());
+    return !Loaded ||
+           Names.contains(GlobalValue::dropLLVMManglingEscape(MF.getName()));
   }
   // Whether its answers are used (else only logged next to the default's).
   bool follow() const { return FollowPolicy || Loaded; }
