@@ -100,6 +100,9 @@ def main(argv=None) -> int:
   ap.add_argument("--cxx", action="store_true", help="drive clang++ (else clang)")
   ap.add_argument("--log", help="append one JSON line per guarded object here")
   ap.add_argument("--timeout", type=float, default=600.0, help="seconds per llc run")
+  ap.add_argument("--unguarded", action="store_true",
+                  help="for comparison: keep the policy's own object (every function "
+                       "follows the policy); the log still has all three costs")
   a = ap.parse_args(argv[:k])
   args = argv[k + 1:]
   from mlgo.util.toolchain import toolchain  # pylint: disable=import-outside-toplevel
@@ -158,6 +161,14 @@ def _guard(a, compiler, args, src, out) -> dict:
             "policy_cost": sum(g.policy_scores.values()),
             "guarded_cost": sum(g.scores.values()),
             "policy_functions": g.policy_functions}
+    if info["ok"] and a.unguarded:
+      from mlgo.env import core  # pylint: disable=import-outside-toplevel
+      from mlgo.env.policies import CompilerDefault  # pylint: disable=import-outside-toplevel
+      r = core.compile_module(module, problem, policy or CompilerDefault(),
+                              timeout=a.timeout, output_path=obj,
+                              tool_path=kw.get("tool_path"),
+                              extra_flags=kw.get("policy_flags", []))
+      info.update(ok=bool(r.ok), reason=r.reason, unguarded=True)
     if info["ok"]:
       _copy_over(obj, out)
     return info
