@@ -114,3 +114,23 @@ def test_a_failing_guard_keeps_clangs_object(tmp_path, srcs):
   subprocess.run([toolchain(22).clang, "-O2", "-c", "mixer.c", "-o", "ref.o"], cwd=tmp_path,
                  check=True)
   assert (tmp_path / "m.o").read_bytes() == (tmp_path / "ref.o").read_bytes()
+
+
+def test_unguarded_keeps_the_policys_object(tmp_path, srcs):
+  """--unguarded: the object is the plain policy compile's (what the guard compares
+  against), so it differs from the guarded object where the policy lost a function."""
+  log = tmp_path / "u.jsonl"
+  (tmp_path / "both.c").write_text("".join((DATA / n).read_text()
+                                           for n in ("mixer.c", "parse.c", "stencil.c")))
+  outs = {}
+  for mode in ("--unguarded", None):
+    args = [tool(), f"--policy={model()}", f"--log={log}"] + ([mode] if mode else [])
+    r = subprocess.run(args + ["--", "-O2", "-c", "both.c", "-o", f"{mode or 'g'}.o"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    outs[mode] = (tmp_path / f"{mode or 'g'}.o").read_bytes()
+  unguarded, guarded = map(json.loads, log.read_text().splitlines())
+  assert unguarded["unguarded"] and "unguarded" not in guarded
+  assert unguarded["policy_cost"] == guarded["policy_cost"]
+  assert (outs["--unguarded"] == outs[None]) == (
+      guarded["guarded_cost"] == guarded["policy_cost"])
