@@ -38,12 +38,16 @@ def main(argv=None):
   ap.add_argument("--guarded", action="store_true",
                   help="build the policy side with guarded compiles (per function the "
                        "better of the default and the policy by the allocator's cost)")
+  ap.add_argument("--pgo", action="store_true",
+                  help="PGO builds on both sides: each program's own workload profiled "
+                       "first (llc's block frequencies measured, not estimated)")
   a = ap.parse_args(argv)
   p = policy_path(a.policy)
   out = user_path(a.output)
   rows = runtime_check.run(a.problem, p, out,
                            programs=[x for x in a.programs.split(",") if x] or None,
-                           role=a.role, jobs=a.jobs, guarded=a.guarded)
+                           role=a.role, jobs=a.jobs, guarded=a.guarded,
+                           pgo=a.pgo)
   (out / "runtime_check.json").write_text(json.dumps(rows, indent=1) + "\n")
   print(runtime_check.format_table(rows))
   return 0

@@ -28,8 +28,10 @@ from mlgo.util.files import write_json_atomic
 from mlgo.util.toolchain import toolchain
 
 
-def _profile(prog, src, work: pathlib.Path, inp, script, jobs, llvm_version) -> pathlib.Path:
-  """The merged profile of one run of `prog`'s workload (work/PROG.profdata)."""
+def profile_program(prog, src, work: pathlib.Path, inp, script, jobs,
+                    llvm_version) -> pathlib.Path:
+  """The merged profile of one run of `prog`'s workload (work/PROG.profdata). The
+  workload runs in work's parent directory, where write_workload put its inputs."""
   prof = work / f"{prog.name}.profdata"
   if prof.exists():
     return prof
@@ -71,7 +73,7 @@ def build(out_dir, *, role: str = "model", programs=None, jobs: int = 2,
     prog, src = rc.prepare_program(prog, out / "work")
     work = out / "work" / prog.name
     print(f"profiled_corpus: {prog.name}: instrumented build and run", file=stream, flush=True)
-    prof = _profile(prog, src, work, inp, script, jobs, llvm_version)
+    prof = profile_program(prog, src, work, inp, script, jobs, llvm_version)
     print(f"profiled_corpus: {prog.name}: -O2 with the profile", file=stream, flush=True)
     pgo = work / "pgo"
     rc.build_program(prog, src, pgo, "regalloc_eviction", None, None, jobs=jobs,

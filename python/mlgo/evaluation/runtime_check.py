@@ -477,9 +477,13 @@ def select(names=None, role=None) -> list:
 
 
 def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: int = 2,
-        llvm_version: int = 22, stream=sys.stderr, guarded: bool = False) -> list:
+        llvm_version: int = 22, stream=sys.stderr, guarded: bool = False,
+        pgo: bool = False) -> list:
   """guarded: the policy side is built with guarded compiles (mlgo.env.guarded; its
-  build dir is <program>/guarded), its figures still under "policy" in the rows."""
+  build dir is <program>/guarded), its figures still under "policy" in the rows.
+  pgo: both sides are PGO builds (-fprofile-instr-use with a profile of the program's
+  own workload, taken once per output dir), so llc's block frequencies are measured;
+  the comparison is then policy-with-profile against default-with-profile."""
   pol = policy_io.load_policy(policy_dir)
   if not problems_lib.same_decisions(pol.problem, problem):
     raise ValueError(f"{policy_dir}: policy is for {pol.problem}, not {problem}")
@@ -496,8 +500,15 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
     res, hw = {}, {}
     # The default build does not depend on the policy: reused from an earlier run into
     # the same output dir when the program, its flags and the compiler are the same.
+    clang_flags = []
+    if pgo:
+      from mlgo.evaluation import profiled_corpus  # pylint: disable=import-outside-toplevel
+      print(f"runtime_check: {prog.name}: profiling its workload", file=stream, flush=True)
+      prof = profiled_corpus.profile_program(prog, src, out / f"pgo-{prog.name}", inp,
+                                             script, jobs, llvm_version)
+      clang_flags = [f"-fprofile-instr-use={prof}"]
     key = hashlib.sha256(json.dumps([prog.package, prog.sources, prog.cflags, prog.args,
-                                     llvm_version, use_perf]).encode()).hexdigest()[:16]
+                                     llvm_version, use_perf, pgo]).encode()).hexdigest()[:16]
     cached = out / prog.name / "default" / "result.json"
     if cached.exists():
       c = json.loads(cached.read_text())
@@ -513,7 +524,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
       print(f"runtime_check: building {prog.name} ({'guarded' if g else variant})",
             file=stream, flush=True)
       exe = build_program(prog, src, out / prog.name / ("guarded" if g else variant), problem,
-                          spec, w, jobs=jobs, llvm_version=llvm_version, guarded=g)
+                          spec, w, jobs=jobs, llvm_version=llvm_version, guarded=g,
+                          clang_flags=clang_flags)
       args = program_args(prog, inp, script)
       print(f"runtime_check: running {prog.name} ({variant}) under cachegrind", file=stream,
             flush=True)
