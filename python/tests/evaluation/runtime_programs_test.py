@@ -1,5 +1,7 @@
 """runtime_check's program table: roles and package sets, generated workloads, perf
-detection, and one held-out program built through llc and run natively."""
+detection, and one held-out program built through llc and run natively (plain, and
+guarded with a profile)."""
+import json
 import os
 import pathlib
 import pwd
@@ -10,6 +12,7 @@ import pytest
 from mlgo.corpus import sources
 from mlgo.evaluation import runtime_check as rc
 from mlgo.util import cli
+from mlgo.util.toolchain import toolchain
 
 SMALL_HELDOUT = "utf8proc"  # two translation units, runs in well under a second
 
@@ -105,3 +108,35 @@ def test_small_heldout_program_builds_and_runs_deterministically(tmp_path, monke
                          timeout=120).stdout for _ in range(2)]
   assert outs[0] and outs[0] == outs[1]
   assert b"# nfc " in outs[0]
+
+
+def test_guarded_pgo_run_on_the_small_program(tmp_path, monkeypatch):
+  """runtime_check --guarded --pgo on one held-out program: the workload is profiled
+  once, both sides compile with the profile (branch weights in the bitcode), the guarded
+  build is per function no costlier than the default, and the outputs agree."""
+  prog = next(p for p in rc.PROGRAMS if p.name == SMALL_HELDOUT)
+  home = _source_home(prog.package)
+  if home is None:
+    home = tmp_path / "home"
+    try:
+      sources.fetch_source(prog.package, home / "sources")
+    except (sources.BuildError, OSError) as e:
+      pytest.skip(f"Debian source of {prog.package} unavailable: {e}")
+  monkeypatch.setenv("MLGO_HOME", str(home))
+  model = next(p for p in cli.runfile_candidates("models/regalloc_eviction")
+               if (p / "policy.json").exists())
+  out = tmp_path / "rc"
+  (row,) = rc.run("regalloc_eviction", model, out, programs=[SMALL_HELDOUT], guarded=True,
+                  pgo=True)
+  assert row["program"] == SMALL_HELDOUT and row["default"]["cycles"] > 0
+  assert (out / f"pgo-{SMALL_HELDOUT}" / f"{SMALL_HELDOUT}.profdata").stat().st_size > 0
+  for side in ("default", "guarded"):
+    bcs = sorted((out / SMALL_HELDOUT / side).glob("*.o.bc"))
+    assert bcs
+    ir = subprocess.run([toolchain(22).bin_dir + "/llvm-dis", str(bcs[0]),
+                         "-o", "-"], capture_output=True, text=True, check=True).stdout
+    assert "branch_weights" in ir, side
+  d = json.loads((out / SMALL_HELDOUT / "default" / "functions.json").read_text())
+  g = json.loads((out / SMALL_HELDOUT / "guarded" / "functions.json").read_text())
+  assert all(g.get(f, 0.0) <= v + 1e-6 for f, v in d.items())
+  assert sum(g.values()) < sum(d.values())
