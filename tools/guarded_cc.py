@@ -36,9 +36,16 @@ _DEP_FLAGS = {"-MD", "-MMD", "-MP"}
 _DEP_WITH_VALUE = {"-MF", "-MT", "-MQ"}
 
 
+def _joined_output(a: str):
+  """The file of a joined `-oFILE`, else None."""
+  return a[2:] if a.startswith("-o") and len(a) > 2 and not a.startswith("-obj") else None
+
+
 def split_compile(args):
-  """(sources, output) of a `-c` compile of exactly one source, else None."""
-  if "-c" not in args or any(a in _NOT_AN_OBJECT for a in args):
+  """(sources, output) of a `-c` compile of exactly one source to a native object,
+  else None (-flto objects are bitcode: their allocation happens at link time)."""
+  if ("-c" not in args or any(a in _NOT_AN_OBJECT for a in args)
+      or any(a.startswith("-flto") and a != "-flto=none" for a in args)):
     return None
   sources, out, i = [], None, 0
   while i < len(args):
@@ -48,7 +55,9 @@ def split_compile(args):
         out = args[i + 1]
       i += 2
       continue
-    if not a.startswith("-") and a.endswith(SOURCE_EXTS):
+    if _joined_output(a) is not None:
+      out = _joined_output(a)
+    elif not a.startswith("-") and a.endswith(SOURCE_EXTS):
       sources.append(a)
     i += 1
   if len(sources) != 1 or out == "-":
@@ -67,7 +76,8 @@ def bitcode_args(args, bc_path):
     if a in _DEP_WITH_VALUE or a == "-o":
       i += 2
       continue
-    if a in _DEP_FLAGS or a.startswith(("-MF", "-MT", "-MQ", "-Wp,-MD", "-Wp,-MMD")):
+    if (a in _DEP_FLAGS or a.startswith(("-MF", "-MT", "-MQ", "-Wp,-MD", "-Wp,-MMD"))
+        or _joined_output(a) is not None):
       i += 1
       continue
     out.append(a)

@@ -96,6 +96,22 @@ def test_compile_errors_and_passthrough(tmp_path):
   assert r.returncode == 0 and "int x;" in r.stdout
 
 
+def test_lto_and_joined_output(tmp_path, srcs):
+  """-flto objects are bitcode (allocation happens at link time): passed through.
+  A joined -oFILE is the output the guarded object replaces."""
+  log = tmp_path / "l.jsonl"
+  base = [tool(), f"--policy={model()}", f"--log={log}", "--", "-O2", "-c", "mixer.c"]
+  r = subprocess.run(base + ["-flto", "-o", "lto.o"], cwd=tmp_path, capture_output=True,
+                     text=True, timeout=120)
+  assert r.returncode == 0, r.stderr
+  assert (tmp_path / "lto.o").read_bytes()[:2] == b"BC" and not log.exists()
+  r = subprocess.run(base + ["-ojoined.o"], cwd=tmp_path, capture_output=True, text=True,
+                     timeout=300)
+  assert r.returncode == 0, r.stderr
+  (row,) = map(json.loads, log.read_text().splitlines())
+  assert row["ok"] and row["output"] == "joined.o" and not (tmp_path / "mixer.o").exists()
+
+
 def test_bad_policy_dir_is_a_clear_error(tmp_path):
   r = subprocess.run([tool(), f"--policy={tmp_path / 'nope'}", "--", "-c", "x.c"],
                      cwd=tmp_path, capture_output=True, text=True, timeout=60)
