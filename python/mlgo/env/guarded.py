@@ -21,7 +21,12 @@ Release use: with policy=None the policy compile is llc's own release advisor (e
 ["-regalloc-enable-advisor=release"]); no channel and no Python policy. The plugin wraps
 that advisor the same way, so the three compiles need nothing else.
 
-Cost: two or three llc runs instead of one. Not a learned result: the figures of a
+Per-module problems (inlining for size): one function's inlining changes its callers
+and callees, so the guard is per module: the default compile and the policy compile,
+and the object with the smaller score (.text) is kept. Never bigger than clang's own
+object, by construction and by the very measure the policy is trained on.
+
+Cost: two or three compiles instead of one. Not a learned result: the figures of a
 guarded compile are reported apart from the policy's own.
 """
 import dataclasses
@@ -42,10 +47,11 @@ _TOLERANCE = 1e-6
 @dataclasses.dataclass
 class GuardedResult:
   result: core.CompileResult        # the compile whose object is the guarded one
-  scores: dict                      # function -> score of that object
+  scores: dict                      # function ("" for a module) -> score of that object
   default_scores: dict
   policy_scores: dict               # the unguarded policy compile's
-  policy_functions: list            # functions that kept the policy's decisions
+  policy_functions: list            # functions that kept the policy's decisions ([""]:
+                                    # the module, for per-module problems)
   compiles: int                     # llc runs made here (the default's not counted if cached)
   mismatches: list                  # functions whose guarded score is not the lower one
 
@@ -55,11 +61,13 @@ class GuardedResult:
 
 
 def check_problem(problem):
-  """Guarded compiles need per-function scores and the tracer plugin."""
+  """Per-function guards need llc and the tracer plugin; per-module ones need nothing."""
   problem = get_problem(problem)
+  if problem.key == "module":
+    return problem
   if problem.key != "function" or problem.tracer is None or problem.tool != "llc":
-    raise ValueError(f"{problem.name}: guarded compiles need an llc problem with "
-                     f"per-function scores and a tracer plugin (regalloc)")
+    raise ValueError(f"{problem.name}: guarded compiles need per-module scores, or an llc "
+                     f"problem with per-function scores and a tracer plugin (regalloc)")
   return problem
 
 
@@ -73,7 +81,7 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                     llvm_version: int = 22, timeout: float = core.DEFAULT_TIMEOUT,
                     output_path=None, tool_path=None, policy_flags=()) -> GuardedResult:
   """Compiles `module` guarded (module docstring). default_scores: the default's
-  per-function scores if known (skips compile 1). policy None: the policy is whatever
+  scores if known, as the problem's score_fn gives them (skips compile 1). policy None: the policy is whatever
   `policy_flags` enable in the compiler (tool_path: another llc, e.g. a release
   prefix's). Never raises for compile failures: a failed compile is the result
   (result.ok False, reason set)."""
@@ -83,6 +91,9 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
     policy = CompilerDefault()   # no channel: the compiler's release advisor decides
   policy_flags = list(policy_flags)
   problem = check_problem(problem)
+  if problem.key == "module":
+    return _guarded_module(module, problem, policy, default_scores, llvm_version, timeout,
+                           output_path, tool_path, policy_flags)
   missing = problem.missing_score if problem.missing_score is not None else 0.0
   with tempfile.TemporaryDirectory(prefix="mlgo-guard-") as tmp:
     objs = {k: os.path.join(tmp, k + ".o") if output_path else None
@@ -135,3 +146,37 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                       > _TOLERANCE * max(1.0, abs(lower.get(f, missing))))
   return GuardedResult(final, scores, default_scores, policy_scores, chosen, compiles,
                        mismatches)
+
+
+def _guarded_module(module, problem, policy, default_scores, llvm_version, timeout,
+                    output_path, tool_path, policy_flags) -> GuardedResult:
+  """The per-module guard: the policy's object unless it is bigger than the default's."""
+  def run(pol, flags):
+    r = core.compile_module(module, problem, pol, llvm_version=llvm_version, timeout=timeout,
+                            output_path=output_path, tool_path=tool_path, extra_flags=flags)
+    return r, (dict(problem.score_fn(r.reward)) if r.ok else {})
+  compiles = 0
+  dres = None
+  if default_scores is None:
+    dres, default_scores = run(CompilerDefault(), [])
+    compiles += 1
+    if not dres.ok:
+      return GuardedResult(dres, {}, {}, {}, [], compiles, [])
+  pres, policy_scores = run(policy, policy_flags)
+  compiles += 1
+  if not pres.ok:
+    return GuardedResult(pres, {}, default_scores, {}, [], compiles, [])
+  if sum(policy_scores.values()) <= sum(default_scores.values()):   # ties: no recompile
+    return GuardedResult(pres, policy_scores, default_scores, policy_scores, [""], compiles,
+                         [])
+  # The default wins. Its object is the guarded one: compiled (again) when an object is
+  # asked for (the policy compile overwrote output_path) or its result came from a cache.
+  if dres is None or output_path:
+    dres, scores = run(CompilerDefault(), [])
+    compiles += 1
+    if not dres.ok:
+      return GuardedResult(dres, {}, default_scores, policy_scores, [], compiles, [])
+  else:
+    scores = default_scores
+  mismatches = [] if scores == default_scores else [""]
+  return GuardedResult(dres, scores, default_scores, policy_scores, [], compiles, mismatches)

@@ -93,12 +93,16 @@ def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_defaul
   from mlgo.env import guarded as guarded_lib  # pylint: disable=import-outside-toplevel
   t0 = time.monotonic()
   prefix = module.name + "::"
+  # Scores here are keyed "module::function" (or the module's name); the guard's are the
+  # problem's score_fn keys (the function, or "" for the module).
   g = guarded_lib.guarded_compile(
       module, problem, work.make_policy(ref), llvm_version=llvm_version, timeout=timeout,
-      default_scores={k[len(prefix):]: v for k, v in d["scores"].items()} if d["ok"] else None)
+      default_scores={("" if k == module.name else k[len(prefix):]): v
+                      for k, v in d["scores"].items()} if d["ok"] else None)
   p = summary(g.result, t0)
   if g.ok:
-    p["scores"] = {prefix + f: float(v) for f, v in g.scores.items()}
+    p["scores"] = {(module.name if f == "" else prefix + f): float(v)
+                   for f, v in g.scores.items()}
   p.update(guard_compiles=g.compiles, guard_policy_functions=len(g.policy_functions),
            guard_mismatches=g.mismatches)
   return d, p

@@ -1,5 +1,7 @@
-"""Guarded regalloc compiles (mlgo.env.guarded): the tracer plugin's per-function
-selection, the better of default and policy per function, and the guarded evaluator."""
+"""Guarded compiles (mlgo.env.guarded): the tracer plugin's per-function selection, the
+better of default and policy per function (regalloc) or per module (inlining), and the
+guarded evaluator."""
+import dataclasses
 import pathlib
 import subprocess
 
@@ -9,13 +11,15 @@ import pytest
 from mlgo import env, evaluation
 from mlgo.env import guarded, prepared, tracer
 from mlgo.policy import policy_io
-from mlgo.problems import regalloc
+from mlgo.problems import get_problem, regalloc
+from mlgo.training.heuristics import ThresholdShift
 from mlgo.training.testing import make_tiny_corpus
 from mlgo.util import cli
 from mlgo.util.toolchain import toolchain
 
 FLAGS = ["-O2", "-relocation-model=pic"]
 DATA = pathlib.Path(__file__).resolve().parent / "regalloc_programs"
+PROGRAMS = pathlib.Path(__file__).resolve().parents[3] / "testdata" / "programs"
 
 
 class LowestColumn:
@@ -128,9 +132,28 @@ def test_unreadable_function_list_fails_naming_it(combined, tmp_path):
   assert str(missing) in (r.reason or "") + (r.stderr or "")
 
 
-def test_guarded_needs_per_function_scores():
-  with pytest.raises(ValueError, match="inlining"):
-    guarded.check_problem("inlining")
+def test_per_function_guard_needs_the_tracer():
+  untraced = dataclasses.replace(get_problem("regalloc_eviction"), name="untraced",
+                                 tracer=None)
+  with pytest.raises(ValueError, match="untraced: .*tracer plugin"):
+    guarded.check_problem(untraced)
+  assert guarded.check_problem("inlining").key == "module"   # guarded per module
+
+
+@pytest.mark.parametrize("delta", [-50, 50])
+def test_inlining_guard_keeps_the_smaller_module(tmp_path, delta):
+  """Inlining is guarded per module: the policy's object unless it is bigger."""
+  m = env.module_from_source(str(PROGRAMS / "calls.c"), str(tmp_path), opt="Oz")
+  d = env.compile_module(m, "inlining", env.CompilerDefault(), output_path=str(tmp_path / "d.o"))
+  pol = ThresholdShift(delta)
+  p = env.compile_module(m, "inlining", pol, output_path=str(tmp_path / "p.o"))
+  ds, ps = d.reward["text_size"], p.reward["text_size"]
+  assert d.ok and p.ok and ds != ps, "the test policy should change the size"
+  g = guarded.guarded_compile(m, "inlining", pol, output_path=str(tmp_path / "g.o"))
+  assert g.ok and g.mismatches == [] and g.scores == {"": min(ds, ps)}
+  assert g.policy_functions == ([""] if ps <= ds else [])
+  want = tmp_path / ("p.o" if ps <= ds else "d.o")
+  assert (tmp_path / "g.o").read_bytes() == want.read_bytes()
 
 
 def test_guarded_evaluation(tmp_path):
