@@ -12,6 +12,9 @@ runs). Without a policy, llc with the flags taken from clang's own cc1 command g
 clang's object byte for byte, so the objects differ only where the policy won.
 Anything else (linking, -E, -S, several sources) goes to clang unchanged.
 
+--inline_plugin=SO (inlining for size): each object is the smaller, by .text, of clang's
+own and clang's with the inline advisor plugin (-fpass-plugin): never bigger than clang.
+
 If the guarded rebuild fails (llc crash or timeout, a policy error), the wrapper keeps
 clang's object, prints a warning naming the source and exits 0: a build never breaks on
 the guard. --log=FILE appends one JSON line per object (source, per-object cost totals,
@@ -70,6 +73,11 @@ def split_compile(args):
 
 def bitcode_args(args, bc_path):
   """The same compile writing optimized bitcode to bc_path, without dependency files."""
+  return without_outputs(args) + ["-emit-llvm", "-o", bc_path]
+
+
+def without_outputs(args):
+  """The compile's arguments without its output and dependency-file options."""
   out, i = [], 0
   while i < len(args):
     a = args[i]
@@ -82,7 +90,7 @@ def bitcode_args(args, bc_path):
       continue
     out.append(a)
     i += 1
-  return out + ["-emit-llvm", "-o", bc_path]
+  return out
 
 
 def cc1_flags(compiler, args):
@@ -96,14 +104,18 @@ def cc1_flags(compiler, args):
 def main(argv=None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   if "--" not in argv:
-    print("usage: guarded_cc [--policy=DIR|release] [--llc=PATH] [--cxx] [--log=FILE] -- "
-          "COMPILER ARGS...", file=sys.stderr)
+    print("usage: guarded_cc (--policy=DIR|release [--llc=PATH] | --inline_plugin=SO) "
+          "[--cxx] [--log=FILE] -- COMPILER ARGS...", file=sys.stderr)
     return 2
   k = argv.index("--")
   ap = argparse.ArgumentParser(description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--policy", required=True,
+  ap.add_argument("--policy",
                   help="eviction policy dir, or 'release' (the --llc's compiled-in model)")
+  ap.add_argument("--inline_plugin",
+                  help="instead of a regalloc policy: an inline advisor plugin "
+                       "(tools/export_policy's inline_advisor.so); each object is the "
+                       "smaller of clang's and the plugin's by .text size")
   ap.add_argument("--llc", help="with --policy=release: an llc with the model compiled in")
   ap.add_argument("--problem", default="regalloc_eviction",
                   choices=["regalloc_eviction", "regalloc_priority"])
@@ -118,11 +130,19 @@ def main(argv=None) -> int:
   from mlgo.util.toolchain import toolchain  # pylint: disable=import-outside-toplevel
   tc = toolchain(22)
   compiler = tc.clangxx if a.cxx else tc.clang
+  if bool(a.policy) == bool(a.inline_plugin):
+    print("guarded_cc: give --policy (register allocation) or --inline_plugin (inlining)",
+          file=sys.stderr)
+    return 2
+  if a.inline_plugin and not os.path.isfile(a.inline_plugin):
+    print(f"guarded_cc: {a.inline_plugin}: no such plugin", file=sys.stderr)
+    return 2
   if a.policy == "release" and not a.llc:
     print("guarded_cc: --policy=release needs --llc (an llc with the model compiled in)",
           file=sys.stderr)
     return 2
-  if a.policy != "release" and not os.path.exists(os.path.join(a.policy, "policy.json")):
+  if a.policy and a.policy != "release" and \
+      not os.path.exists(os.path.join(a.policy, "policy.json")):
     print(f"guarded_cc: {a.policy}: not a policy dir (no policy.json)", file=sys.stderr)
     return 2
   r = subprocess.run([compiler] + args)
@@ -131,7 +151,8 @@ def main(argv=None) -> int:
     return r.returncode
   src, out = compile_
   try:
-    info = _guard(a, compiler, args, src, out)
+    info = (_guard_inlining(a, compiler, args, src, out) if a.inline_plugin
+            else _guard(a, compiler, args, src, out))
   except Exception as e:  # pylint: disable=broad-except
     info = {"source": src, "ok": False, "reason": f"{type(e).__name__}: {e}"}
   if not info["ok"]:
@@ -182,6 +203,27 @@ def _guard(a, compiler, args, src, out) -> dict:
     if info["ok"]:
       _copy_over(obj, out)
     return info
+
+
+def _guard_inlining(a, compiler, args, src, out) -> dict:
+  """Per object: clang's (already at `out`) unless the plugin's has less .text."""
+  from mlgo.util.toolchain import text_size  # pylint: disable=import-outside-toplevel
+  with tempfile.TemporaryDirectory(prefix="mlgo-guarded-cc-") as tmp:
+    obj = os.path.join(tmp, "plugin.o")
+    r = subprocess.run([compiler] + without_outputs(args) +
+                       [f"-fpass-plugin={a.inline_plugin}", "-o", obj],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+      return {"source": src, "ok": False, "reason": "plugin compile failed: "
+              + r.stderr[-300:]}
+    d, p = text_size(out), text_size(obj)
+    kept = p < d
+    if kept or a.unguarded:
+      _copy_over(obj, out)
+    return {"source": src, "output": out, "ok": True, "reason": None,
+            "default_text": d, "policy_text": p, "guarded_text": min(d, p),
+            "kept": "policy" if kept or a.unguarded else "default",
+            **({"unguarded": True} if a.unguarded else {})}
 
 
 def _copy_over(src, dst):

@@ -150,3 +150,27 @@ def test_unguarded_keeps_the_policys_object(tmp_path, srcs):
   assert unguarded["policy_cost"] == guarded["policy_cost"]
   assert (outs["--unguarded"] == outs[None]) == (
       guarded["guarded_cost"] == guarded["policy_cost"])
+
+
+def test_inline_plugin_object_is_never_bigger(tmp_path):
+  """--inline_plugin: per object the smaller .text of clang -Oz and clang -Oz with the
+  shipped inliner's plugin, on the default corpus programs of the tests."""
+  from mlgo.util.toolchain import text_size
+  plugin = next(p for p in cli.runfile_candidates("cc/inline_plugin/plugin_inlining_oz.so")
+                if p.exists())
+  progs = pathlib.Path(__file__).resolve().parents[3] / "testdata" / "programs"
+  log = tmp_path / "inl.jsonl"
+  for src in ("calls.c", "pressure.c"):
+    (tmp_path / src).write_text((progs / src).read_text())
+    r = subprocess.run([tool(), f"--inline_plugin={plugin}", f"--log={log}", "--", "-Oz",
+                        "-c", src, "-o", f"{src}.o"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    for flags, name in (([], "d"), ([f"-fpass-plugin={plugin}"], "p")):
+      subprocess.run([toolchain(22).clang, "-Oz", "-c", src, "-o", f"{src}.{name}.o"] + flags,
+                     cwd=tmp_path, check=True)
+    d, p = (text_size(str(tmp_path / f"{src}.{n}.o")) for n in ("d", "p"))
+    row = json.loads(log.read_text().splitlines()[-1])
+    assert (row["default_text"], row["policy_text"]) == (d, p)
+    assert text_size(str(tmp_path / f"{src}.o")) == row["guarded_text"] == min(d, p)
+    assert row["kept"] == ("policy" if p < d else "default")
