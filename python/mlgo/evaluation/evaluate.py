@@ -366,10 +366,11 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
         f"{summary['median_module_change_pct']:+.2f}%; {decisions} decisions, "
         f"{corrections} corrected answers", file=stream)
   if guarded:
-    print(f"guarded: {guard['compiles']} policy-side llc compiles for {ok_modules} modules; "
-          f"{guard['policy_functions']} functions kept the policy's decisions, the rest the "
-          f"default's; {len(guard['mismatches'])} functions not at the lower of the two "
-          f"costs{' (' + ', '.join(guard['mismatches'][:3]) + ')' if guard['mismatches'] else ''}",
+    unit = problem.key + "s"
+    print(f"guarded: {guard['compiles']} policy-side {problem.tool} compiles for {ok_modules} "
+          f"modules; {guard['policy_functions']} {unit} kept the policy's decisions, the rest "
+          f"the default's; {len(guard['mismatches'])} {unit} not at the lower of the two "
+          f"scores{' (' + ', '.join(guard['mismatches'][:3]) + ')' if guard['mismatches'] else ''}",
           file=stream)
   line = summary_line(problem_name, ok_modules, len(rows), dsum, psum, regressions)
   print(line, file=stream, flush=True)
