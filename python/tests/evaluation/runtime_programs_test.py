@@ -87,9 +87,10 @@ def _source_home(package):
   return None
 
 
-def test_small_heldout_program_builds_and_runs_deterministically(tmp_path, monkeypatch):
+@pytest.fixture()
+def small_program(tmp_path, monkeypatch):
+  """The small held-out program, its Debian source in MLGO_HOME's cache."""
   prog = next(p for p in rc.PROGRAMS if p.name == SMALL_HELDOUT)
-  assert prog.role == "heldout"
   home = _source_home(prog.package)
   if home is None:  # not fetched yet: fetch it (needs apt's deb-src) into a private home
     home = tmp_path / "home"
@@ -98,6 +99,12 @@ def test_small_heldout_program_builds_and_runs_deterministically(tmp_path, monke
     except (sources.BuildError, OSError) as e:
       pytest.skip(f"Debian source of {prog.package} unavailable: {e}")
   monkeypatch.setenv("MLGO_HOME", str(home))
+  return prog
+
+
+def test_small_heldout_program_builds_and_runs_deterministically(tmp_path, small_program):
+  prog = small_program
+  assert prog.role == "heldout"
   work = tmp_path / "work"
   inp, script = rc.write_workload(work)
   p, src = rc.prepare_program(prog, work)
@@ -110,19 +117,10 @@ def test_small_heldout_program_builds_and_runs_deterministically(tmp_path, monke
   assert b"# nfc " in outs[0]
 
 
-def test_guarded_pgo_run_on_the_small_program(tmp_path, monkeypatch):
+def test_guarded_pgo_run_on_the_small_program(tmp_path, small_program):
   """runtime_check --guarded --pgo on one held-out program: the workload is profiled
   once, both sides compile with the profile (branch weights in the bitcode), the guarded
   build is per function no costlier than the default, and the outputs agree."""
-  prog = next(p for p in rc.PROGRAMS if p.name == SMALL_HELDOUT)
-  home = _source_home(prog.package)
-  if home is None:
-    home = tmp_path / "home"
-    try:
-      sources.fetch_source(prog.package, home / "sources")
-    except (sources.BuildError, OSError) as e:
-      pytest.skip(f"Debian source of {prog.package} unavailable: {e}")
-  monkeypatch.setenv("MLGO_HOME", str(home))
   model = next(p for p in cli.runfile_candidates("models/regalloc_eviction")
                if (p / "policy.json").exists())
   out = tmp_path / "rc"
