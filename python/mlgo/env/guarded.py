@@ -81,10 +81,10 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                     llvm_version: int = 22, timeout: float = core.DEFAULT_TIMEOUT,
                     output_path=None, tool_path=None, policy_flags=()) -> GuardedResult:
   """Compiles `module` guarded (module docstring). default_scores: the default's
-  scores if known, as the problem's score_fn gives them (skips compile 1). policy None: the policy is whatever
-  `policy_flags` enable in the compiler (tool_path: another llc, e.g. a release
-  prefix's). Never raises for compile failures: a failed compile is the result
-  (result.ok False, reason set)."""
+  scores if known, as the problem's score_fn gives them (skips compile 1). policy None:
+  the policy is whatever `policy_flags` enable in the compiler (tool_path: another llc,
+  e.g. a release prefix's). Never raises for compile failures: a failed compile is the
+  result (result.ok False, reason set)."""
   if policy is None and not policy_flags:
     raise ValueError("guarded_compile: no policy and no policy_flags")
   if policy is None:
