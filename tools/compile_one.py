@@ -102,7 +102,6 @@ def main(argv=None) -> int:
   return 0 if res.ok else 1
 
 
-
 def _guarded(args, module, problem, policy) -> int:
   from mlgo.env import guarded  # pylint: disable=import-outside-toplevel
   try:
@@ -120,8 +119,7 @@ def _guarded(args, module, problem, policy) -> int:
       print("error: --policy=release needs --llc (an llc with the model compiled in)",
             file=sys.stderr)
       return 2
-    release = {"tool_path": str(cli.user_path(args.llc)),
-               "policy_flags": list(problem.enable_options)}
+    release = guarded.release_advisor(problem, cli.user_path(args.llc))
   g = guarded.guarded_compile(
       module, problem, policy, llvm_version=args.llvm_version, timeout=args.timeout,
       output_path=str(cli.user_path(args.output)) if args.output else None, **release)
@@ -138,6 +136,7 @@ def _guarded(args, module, problem, policy) -> int:
                     "guarded_total": sum(g.scores.values()),
                     "mismatches": g.mismatches}))
   return 0 if g.ok and not g.mismatches else 1
+
 
 if __name__ == "__main__":
   sys.exit(main())

@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -178,7 +179,7 @@ def _guard(a, compiler, args, src, out) -> dict:
     kw = {}
     if a.policy == "release":
       policy = None
-      kw = {"tool_path": a.llc, "policy_flags": list(problem.enable_options)}
+      kw = guarded.release_advisor(problem, a.llc)
     else:
       from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
       policy = policy_io.load_policy(a.policy)
@@ -229,8 +230,7 @@ def _guard_inlining(a, compiler, args, src, out) -> dict:
 def _copy_over(src, dst):
   """Replace dst atomically (a parallel build may read it as soon as it appears)."""
   tmp = f"{dst}.guarded-tmp{os.getpid()}"
-  with open(src, "rb") as fi, open(tmp, "wb") as fo:
-    fo.write(fi.read())
+  shutil.copyfile(src, tmp)
   os.replace(tmp, dst)
 
 

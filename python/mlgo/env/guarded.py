@@ -71,6 +71,12 @@ def check_problem(problem):
   return problem
 
 
+def release_advisor(problem, llc) -> dict:
+  """guarded_compile's keywords for a policy compiled into `llc` (policy=None): that llc,
+  with the problem's release advisor enabled."""
+  return {"tool_path": str(llc), "policy_flags": list(get_problem(problem).enable_options)}
+
+
 def better_functions(default_scores: dict, policy_scores: dict, missing: float = 0.0):
   """Functions the policy made strictly cheaper, sorted."""
   return sorted(f for f, p in policy_scores.items()

@@ -498,8 +498,6 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
   for prog in select(programs, role):
     prog, src = prepare_program(prog, out)
     res, hw = {}, {}
-    # The default build does not depend on the policy: reused from an earlier run into
-    # the same output dir when the program, its flags and the compiler are the same.
     clang_flags = []
     if pgo:
       from mlgo.evaluation import profiled_corpus  # pylint: disable=import-outside-toplevel
@@ -507,6 +505,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
       prof = profiled_corpus.profile_program(prog, src, out / f"pgo-{prog.name}", inp,
                                              script, jobs, llvm_version)
       clang_flags = [f"-fprofile-instr-use={prof}"]
+    # The default build does not depend on the policy: reused from an earlier run into
+    # the same output dir when the program, its flags and the compiler are the same.
     key = hashlib.sha256(json.dumps([prog.package, prog.sources, prog.cflags, prog.args,
                                      llvm_version, use_perf, pgo]).encode()).hexdigest()[:16]
     cached = out / prog.name / "default" / "result.json"

@@ -192,14 +192,13 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
                                          stream=stream)
   else:
     say("no held-out modules: skipping the evaluation")
+  from mlgo.evaluation import generalization  # pylint: disable=import-outside-toplevel
   if cfg.unseen_suites:
-    from mlgo.evaluation import generalization  # pylint: disable=import-outside-toplevel
     rep = generalization.run(problem_name, out / "policy", out / "unseen",
                              list(cfg.unseen_suites), jobs=cfg.jobs,
                              timeout=pcfg.compile_timeout, pool_kind=pcfg.pool, stream=stream)
     report["unseen"] = [generalization.format_line(r) for r in rep["suites"]]
   if cfg.guarded_report:
-    from mlgo.evaluation import generalization  # pylint: disable=import-outside-toplevel
     suites = (["heldout"] if held else []) + list(cfg.unseen_suites)
     rep = generalization.run(problem_name, out / "policy", out / "guarded", suites,
                              jobs=cfg.jobs, timeout=pcfg.compile_timeout, pool_kind=pcfg.pool,
