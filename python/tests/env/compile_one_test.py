@@ -5,16 +5,12 @@ import subprocess
 import pytest
 
 from mlgo import log
-from mlgo.util import cli
 
 import envtestlib as lib
 
 
 def tool():
-  found = next((p for p in cli.runfile_candidates("tools/compile_one") if p.exists()), None)
-  if found is None:
-    pytest.fail("compile_one binary not in runfiles")
-  return str(found)
+  return str(lib.runfile("tools/compile_one"))
 
 
 def run(*args):
@@ -63,8 +59,7 @@ def test_eviction_guarded_writes_the_better_per_function(tmp_path):
   """--guarded with the shipped eviction model: each function's guarded cost is the
   lower of its default and policy costs, and the object is written."""
   m = lib.llc_module("pressure.c", 22)
-  model = next(p for p in cli.runfile_candidates("models/regalloc_eviction")
-               if (p / "policy.json").exists())
+  model = lib.shipped_eviction_model()
   out = tmp_path / "g.o"
   p = run("--problem=regalloc_eviction", f"--module={m.bc_path}", f"--policy={model}",
           "--guarded", f"--output={out}", "--llc_flags=-O2")

@@ -1,9 +1,16 @@
-"""Shared helpers of the environment tests: data paths, module builders, leak checks."""
+"""Shared helpers of the environment tests: data paths, runfiles, module builders, leak
+checks."""
 import functools
 import os
+import pathlib
+
+import pytest
 
 from mlgo import env
 from mlgo.training import testing
+from mlgo.util import cli
+
+_CHECKOUT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def data_path(rel: str) -> str:
@@ -12,6 +19,19 @@ def data_path(rel: str) -> str:
 
 def program(name: str) -> str:
   return testing.program(name)
+
+
+def runfile(rel: str, marker: str = "") -> pathlib.Path:
+  """The first existing copy of `rel` (a directory: one holding `marker`) among Bazel's
+  runfiles, else the checkout's; the test fails if there is none."""
+  for p in cli.runfile_candidates(rel) + [_CHECKOUT / rel]:
+    if (p / marker if marker else p).exists():
+      return p
+  pytest.fail(f"{rel} is neither in the runfiles nor in the checkout")
+
+
+def shipped_eviction_model() -> pathlib.Path:
+  return runfile("models/regalloc_eviction", "policy.json")
 
 
 def workdir() -> str:

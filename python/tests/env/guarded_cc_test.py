@@ -10,8 +10,9 @@ import subprocess
 
 import pytest
 
-from mlgo.util import cli
 from mlgo.util.toolchain import toolchain
+
+import envtestlib as lib
 
 DATA = pathlib.Path(__file__).resolve().parent / "regalloc_programs"
 MAIN = r"""
@@ -32,15 +33,11 @@ int main(void) {
 
 
 def tool():
-  found = next((p for p in cli.runfile_candidates("tools/guarded_cc") if p.exists()), None)
-  if found is None:
-    pytest.fail("guarded_cc binary not in runfiles")
-  return str(found)
+  return str(lib.runfile("tools/guarded_cc"))
 
 
 def model():
-  return next(p for p in cli.runfile_candidates("models/regalloc_eviction")
-              if (p / "policy.json").exists())
+  return lib.shipped_eviction_model()
 
 
 @pytest.fixture()
@@ -156,12 +153,10 @@ def test_inline_plugin_object_is_never_bigger(tmp_path):
   """--inline_plugin: per object the smaller .text of clang -Oz and clang -Oz with the
   shipped inliner's plugin, on the default corpus programs of the tests."""
   from mlgo.util.toolchain import text_size
-  plugin = next(p for p in cli.runfile_candidates("cc/inline_plugin/plugin_inlining_oz.so")
-                if p.exists())
-  progs = pathlib.Path(__file__).resolve().parents[3] / "testdata" / "programs"
+  plugin = lib.runfile("cc/inline_plugin/plugin_inlining_oz.so")
   log = tmp_path / "inl.jsonl"
   for src in ("calls.c", "pressure.c"):
-    (tmp_path / src).write_text((progs / src).read_text())
+    (tmp_path / src).write_text(pathlib.Path(lib.program(src)).read_text())
     r = subprocess.run([tool(), f"--inline_plugin={plugin}", f"--log={log}", "--", "-Oz",
                         "-c", src, "-o", f"{src}.o"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=120)

@@ -14,12 +14,12 @@ from mlgo.policy import policy_io
 from mlgo.problems import get_problem, regalloc
 from mlgo.training.heuristics import ThresholdShift
 from mlgo.training.testing import make_tiny_corpus
-from mlgo.util import cli
 from mlgo.util.toolchain import toolchain
+
+import envtestlib as lib
 
 FLAGS = ["-O2", "-relocation-model=pic"]
 DATA = pathlib.Path(__file__).resolve().parent / "regalloc_programs"
-PROGRAMS = pathlib.Path(__file__).resolve().parents[3] / "testdata" / "programs"
 
 
 class LowestColumn:
@@ -143,7 +143,7 @@ def test_per_function_guard_needs_the_tracer():
 @pytest.mark.parametrize("delta", [-50, 50])
 def test_inlining_guard_keeps_the_smaller_module(tmp_path, delta):
   """Inlining is guarded per module: the policy's object unless it is bigger."""
-  m = env.module_from_source(str(PROGRAMS / "calls.c"), str(tmp_path), opt="Oz")
+  m = env.module_from_source(lib.program("calls.c"), str(tmp_path), opt="Oz")
   d = env.compile_module(m, "inlining", env.CompilerDefault(), output_path=str(tmp_path / "d.o"))
   pol = ThresholdShift(delta)
   p = env.compile_module(m, "inlining", pol, output_path=str(tmp_path / "p.o"))
@@ -162,10 +162,7 @@ def test_guarded_evaluation(tmp_path):
   corpus = make_tiny_corpus(tmp_path / "corpus", sorted(DATA.glob("*.c")), opt="O2",
                             variants=2)
   prep = prepared.prepare(corpus, out_root=tmp_path / "prepared")
-  d = next(p for p in cli.runfile_candidates("models/regalloc_eviction") +
-           [pathlib.Path(__file__).resolve().parents[3] / "models" / "regalloc_eviction"]
-           if (p / "policy.json").exists())
-  shipped = policy_io.load_policy(d)
+  shipped = policy_io.load_policy(lib.shipped_eviction_model())
   w = dict(shipped.arch.w)
   w["out/kernel"] = -w["out/kernel"]
   policy_io.write_policy_dir(tmp_path / "anti", shipped.spec, w, saved_model=False)

@@ -15,6 +15,8 @@ from mlgo.env import tracer
 from mlgo.problems import regalloc
 from mlgo.util.toolchain import toolchain
 
+import envtestlib as lib
+
 FLAGS = ["-O2", "-relocation-model=pic"]
 DATA = pathlib.Path(__file__).resolve().parent / "regalloc_programs"
 PROBLEMS = ("regalloc_eviction", "regalloc_priority")
@@ -191,11 +193,7 @@ def test_shipped_eviction_policy_runs_in_the_loop(modules):
   """The shipped model loads as the problem's network and answers llc with valid
   columns only (no corrections), changing the allocation of the test programs."""
   from mlgo.policy import policy_io
-  from mlgo.util import cli
-  d = next(p for p in cli.runfile_candidates("models/regalloc_eviction") +
-           [pathlib.Path(__file__).resolve().parents[3] / "models" / "regalloc_eviction"]
-           if (p / "policy.json").exists())
-  pol = policy_io.load_policy(d)
+  pol = policy_io.load_policy(lib.shipped_eviction_model())
   assert pol.problem == "regalloc_eviction"
   assert pol.spec["architecture"]["type"] == "regalloc_column_scorer"
   changed = 0
