@@ -39,7 +39,7 @@ from mlgo import env
 from mlgo import problems as problems_lib
 from mlgo.evaluation import runtime_drivers, runtime_workloads
 from mlgo.policy import policy_io
-from mlgo.util import cli
+from mlgo.util import cli, stats
 from mlgo.util.toolchain import toolchain
 
 CACHE_MISS_L1 = 10
@@ -329,14 +329,61 @@ def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, j
         raise RuntimeError(f"{prog.name}: {err}")
       functions.update(reward.get("functions", {}))
   (out_dir / "functions.json").write_text(json.dumps(functions, indent=0) + "\n")
-  exe = out_dir / prog.name
+  return link_program(prog, objs, out_dir / prog.name, llvm_version, link_flags)
+
+
+def link_program(prog: Program, objs, exe, llvm_version=22, link_flags=(), layout=0):
+  """Links `objs` into `exe`. layout 0: the objects in source order, nothing added.
+  layout i > 0: the same objects in a shuffled order after a padding object that moves
+  the code, constants and data by a few bytes to a few KB (layout_padding): every address
+  changes, no instruction does. Cachegrind's caches and branch predictor are indexed by
+  address, so a one-layout comparison mixes the code's effect with where it landed."""
+  exe = pathlib.Path(exe)
+  exe.parent.mkdir(parents=True, exist_ok=True)
+  objs = [str(o) for o in objs]
   tc = toolchain(llvm_version)
+  if layout:
+    rng = random.Random(f"mlgo-layout-{layout}")
+    rng.shuffle(objs)
+    text_pad, rodata_pad, data_pad = layout_padding(layout)
+    pad_s = exe.parent / "layout_pad.s"
+    # No symbols: the padding adds nothing a program could clash with.
+    pad_s.write_text(f".text\n.p2align 4\n.skip {text_pad}, 0xcc\n"
+                     f".section .rodata\n.p2align 4\n.skip {rodata_pad}, 0\n"
+                     f".data\n.p2align 4\n.skip {data_pad}, 0\n"
+                     f'.section .note.GNU-stack,"",@progbits\n')
+    pad_o = exe.parent / "layout_pad.o"
+    r = subprocess.run([tc.clang, "-c", str(pad_s), "-o", str(pad_o)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+      raise RuntimeError(f"{prog.name}: layout {layout}: padding object: {r.stderr[-300:]}")
+    objs = [str(pad_o)] + objs
   r = subprocess.run([tc.clangxx if prog.cxx else tc.clang, "-pie", "-o", str(exe)]
                      + list(link_flags) + objs + prog.libs,
                      capture_output=True, text=True)
   if r.returncode != 0:
     raise RuntimeError(f"{prog.name}: link failed: {r.stderr[-500:]}")
   return exe
+
+
+def layout_padding(layout: int) -> tuple:
+  """(code, read-only data, data) bytes placed before the program's own sections in
+  layout `layout` (> 0): deterministic, spread over a page so that cache sets, cache
+  lines and the predictor's index bits all move."""
+  rng = random.Random(f"mlgo-layout-pad-{layout}")
+  return tuple(rng.randrange(16, 4096, 16) for _ in range(3))
+
+
+def relink_layout(prog: Program, build_dir, layout: int, llvm_version=22, link_flags=()):
+  """build_dir's objects (from build_program) linked again in `layout`, into
+  build_dir/layout-<i>/<program>."""
+  build_dir = pathlib.Path(build_dir)
+  objs = [build_dir / _obj_name(rel) for rel in prog.sources]
+  missing = [str(o) for o in objs if not o.exists()]
+  if missing:
+    raise FileNotFoundError(f"{prog.name}: objects to relink are missing: {missing[:3]}")
+  return link_program(prog, objs, build_dir / f"layout-{layout}" / prog.name, llvm_version,
+                      link_flags, layout=layout)
 
 
 def cachegrind(exe, args, cwd, out_file):
@@ -478,12 +525,16 @@ def select(names=None, role=None) -> list:
 
 def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: int = 2,
         llvm_version: int = 22, stream=sys.stderr, guarded: bool = False,
-        pgo: bool = False) -> list:
+        pgo: bool = False, layouts: int = 0) -> list:
   """guarded: the policy side is built with guarded compiles (mlgo.env.guarded; its
   build dir is <program>/guarded), its figures still under "policy" in the rows.
   pgo: both sides are PGO builds (-fprofile-instr-use with a profile of the program's
   own workload, taken once per output dir), so llc's block frequencies are measured;
-  the comparison is then policy-with-profile against default-with-profile."""
+  the comparison is then policy-with-profile against default-with-profile.
+  layouts: each side is also linked in `layouts` more memory layouts (link_program) and
+  run in each; the row's "layouts" entry then holds every layout's metrics per side
+  and layout_summary's verdict (a change within what moving the code produces is no
+  change)."""
   pol = policy_io.load_policy(policy_dir)
   if not problems_lib.same_decisions(pol.problem, problem):
     raise ValueError(f"{policy_dir}: policy is for {pol.problem}, not {problem}")
@@ -510,41 +561,82 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
     key = hashlib.sha256(json.dumps([prog.package, prog.sources, prog.cflags, prog.args,
                                      llvm_version, use_perf, pgo]).encode()).hexdigest()[:16]
     cached = out / prog.name / "default" / "result.json"
+    lay = {"default": [], "policy": []}  # metrics in layouts 1..layouts
     if cached.exists():
       c = json.loads(cached.read_text())
       if c.get("key") == key:
         res["default"] = tuple(c["result"])
+        lay["default"] = list(c.get("layouts", []))[:layouts]
         if c.get("perf"):
           hw["default"] = c["perf"]
         print(f"runtime_check: {prog.name} (default) from {cached}", file=stream, flush=True)
+    args = program_args(prog, inp, script)
     for variant, spec, w in (("default", None, None), ("policy", pol.spec, pol.arch.w)):
-      if variant in res:
-        continue
       g = guarded and variant == "policy"
-      print(f"runtime_check: building {prog.name} ({'guarded' if g else variant})",
-            file=stream, flush=True)
-      exe = build_program(prog, src, out / prog.name / ("guarded" if g else variant), problem,
-                          spec, w, jobs=jobs, llvm_version=llvm_version, guarded=g,
-                          clang_flags=clang_flags)
-      args = program_args(prog, inp, script)
-      print(f"runtime_check: running {prog.name} ({variant}) under cachegrind", file=stream,
-            flush=True)
-      stdout, ev = cachegrind(exe, args, out, out / prog.name / f"cachegrind.{variant}")
-      res[variant] = (hashlib.sha256(stdout).hexdigest(), metrics(ev), len(stdout))
-      if use_perf:
-        hw[variant] = perf_stat(exe, args, out)
+      build_dir = out / prog.name / ("guarded" if g else variant)
+      if variant not in res:
+        print(f"runtime_check: building {prog.name} ({'guarded' if g else variant})",
+              file=stream, flush=True)
+        exe = build_program(prog, src, build_dir, problem, spec, w, jobs=jobs,
+                            llvm_version=llvm_version, guarded=g, clang_flags=clang_flags)
+        print(f"runtime_check: running {prog.name} ({variant}) under cachegrind",
+              file=stream, flush=True)
+        stdout, ev = cachegrind(exe, args, out, out / prog.name / f"cachegrind.{variant}")
+        res[variant] = (hashlib.sha256(stdout).hexdigest(), metrics(ev), len(stdout))
+        if use_perf:
+          hw[variant] = perf_stat(exe, args, out)
+      for i in range(len(lay[variant]) + 1, layouts + 1):
+        print(f"runtime_check: running {prog.name} ({variant}) in layout {i}/{layouts}",
+              file=stream, flush=True)
+        exe = relink_layout(prog, build_dir, i, llvm_version)
+        stdout, ev = cachegrind(exe, args, out,
+                                out / prog.name / f"cachegrind.{variant}.layout-{i}")
+        if hashlib.sha256(stdout).hexdigest() != res[variant][0]:
+          raise RuntimeError(f"{prog.name}: the {variant} build's output changes with its "
+                             f"memory layout ({exe}); refusing to report numbers")
+        lay[variant].append(metrics(ev))
       if variant == "default":
         cached.write_text(json.dumps({"key": key, "result": list(res[variant]),
-                                      "perf": hw.get(variant)}) + "\n")
+                                      "perf": hw.get(variant),
+                                      "layouts": lay["default"]}) + "\n")
     same = res["default"][0] == res["policy"][0]
     if not same:
       raise RuntimeError(f"{prog.name}: the policy build's output differs from the default "
                          f"build's; refusing to report numbers")
     rows.append({"program": prog.name, "role": prog.role, "output_bytes": res["default"][2],
                  "default": res["default"][1], "policy": res["policy"][1]})
+    if layouts:
+      rows[-1]["layouts"] = {v: [res[v][1]] + lay[v] for v in ("default", "policy")}
     if hw:
       rows[-1]["perf"] = hw
   return rows
+
+
+SIGNIFICANCE = 0.05
+
+
+def layout_summary(row, metric: str = "cycles"):
+  """None for a row without layouts, else {"layouts": n, "change": policy mean /
+  default mean - 1 in percent, "noise": the default's own spread over its layouts (max -
+  min, percent of its mean), "p_slower"/"p_faster": one-sided rank-sum p-values,
+  "verdict": "slower" / "faster" when that p is below SIGNIFICANCE, else "within layout
+  noise"}."""
+  lay = row.get("layouts")
+  if not lay:
+    return None
+  d = [m[metric] for m in lay["default"]]
+  p = [m[metric] for m in lay["policy"]]
+  md, mp = sum(d) / len(d), sum(p) / len(p)
+  p_slower, p_faster = stats.rank_sum_p(p, d)
+  change = (mp / md - 1) * 100 if md else 0.0
+  verdict = "within layout noise"
+  if p_slower < SIGNIFICANCE and mp > md:
+    verdict = "slower"
+  elif p_faster < SIGNIFICANCE and mp < md:
+    verdict = "faster"
+  return {"layouts": len(d), "change": change,
+          "noise": (max(d) - min(d)) / md * 100 if md else 0.0,
+          "p_slower": p_slower, "p_faster": p_faster, "verdict": verdict}
 
 
 def format_table(rows) -> str:
@@ -563,13 +655,73 @@ def format_table(rows) -> str:
   better = [r["program"] for r in rows if r["policy"]["cycles"] < r["default"]["cycles"]]
   lines.append(f"outputs identical on all {len(rows)} programs; estimated cycles better on "
                f"{len(better)} ({', '.join(better) or '-'}), worse on {len(worse)} "
-               f"({', '.join(worse) or '-'}); geomean change {geomean_change(rows):+.2f}%")
+               f"({', '.join(worse) or '-'}); geomean change {geomean_change(rows):+.2f}%"
+               + (" (one layout)" if any(r.get("layouts") for r in rows) else ""))
+  summaries = [(r["program"], layout_summary(r)) for r in rows]
+  summaries = [(n, x) for n, x in summaries if x]
+  if summaries:
+    lines.append("")
+    lines.append(f"estimated cycles over {summaries[0][1]['layouts']} memory layouts per side "
+                 f"(mean; noise: the default's own max-min over its layouts; p: rank-sum)")
+    lines.append(f"{'program':16s} {'change':>8s} {'noise':>7s} {'p_slower':>9s} "
+                 f"{'p_faster':>9s}  verdict")
+    for n, x in summaries:
+      lines.append(f"{n:16s} {x['change']:+7.3f}% {x['noise']:6.3f}% {x['p_slower']:9.4f} "
+                   f"{x['p_faster']:9.4f}  {x['verdict']}")
+    by = {v: [n for n, x in summaries if x["verdict"] == v]
+          for v in ("faster", "slower", "within layout noise")}
+    lines.append(f"over layouts: faster on {len(by['faster'])} ({', '.join(by['faster']) or '-'})"
+                 f", slower on {len(by['slower'])} ({', '.join(by['slower']) or '-'}), within "
+                 f"layout noise on {len(by['within layout noise'])} "
+                 f"({', '.join(by['within layout noise']) or '-'}); geomean change "
+                 f"{geomean_change(rows, over_layouts=True):+.2f}%")
   return "\n".join(lines)
 
 
-def geomean_change(rows, metric: str = "cycles") -> float:
-  """Geometric mean over programs of policy / default - 1, in percent."""
-  ratios = [r["policy"][metric] / r["default"][metric] for r in rows if r["default"][metric]]
+def geomean_change(rows, metric: str = "cycles", over_layouts: bool = False) -> float:
+  """Geometric mean over programs of policy / default - 1, in percent (over_layouts:
+  of the two sides' means over their layouts, for rows that have them)."""
+  ratios = []
+  for r in rows:
+    if over_layouts and r.get("layouts"):
+      d, p = ([m[metric] for m in r["layouts"][side]] for side in ("default", "policy"))
+      d, p = sum(d) / len(d), sum(p) / len(p)
+    else:
+      d, p = r["default"][metric], r["policy"][metric]
+    if d:
+      ratios.append(p / d)
   if not ratios:
     return 0.0
   return (math.exp(sum(math.log(x) for x in ratios) / len(ratios)) - 1) * 100
+
+
+def plot(rows, path, metric: str = "cycles"):
+  """A PNG of each program's change: with layouts, every layout of each side as a dot
+  against the default's mean (the default's dots show the noise) and the policy's mean
+  as a bar; without, one bar per program."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(rows) + 2), 4.5))
+  for i, r in enumerate(rows):
+    lay = r.get("layouts")
+    if lay:
+      md = sum(m[metric] for m in lay["default"]) / len(lay["default"])
+      for side, color, dx in (("default", "tab:gray", -0.15), ("policy", "tab:blue", 0.15)):
+        ys = [(m[metric] / md - 1) * 100 for m in lay[side]]
+        ax.scatter([i + dx] * len(ys), ys, s=14, color=color,
+                   label=side + " (each layout)" if i == 0 else None, zorder=3)
+      change = layout_summary(r, metric)["change"]
+    else:
+      change = (r["policy"][metric] / r["default"][metric] - 1) * 100
+    ax.bar(i, change, width=0.6, color="tab:blue", alpha=0.35,
+           label="policy mean" if i == 0 else None)
+  ax.axhline(0, color="black", linewidth=0.8)
+  ax.set_xticks(range(len(rows)))
+  ax.set_xticklabels([r["program"] for r in rows], rotation=30, ha="right")
+  ax.set_ylabel(f"{metric} vs default (%)")
+  ax.set_title(f"runtime_check: estimated {metric}, policy vs default")
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)

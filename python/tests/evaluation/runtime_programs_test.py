@@ -1,6 +1,7 @@
 """runtime_check's program table: roles and package sets, generated workloads, perf
 detection, and one held-out program built through llc and run natively (plain, and
 guarded with a profile)."""
+import io
 import json
 import os
 import pathlib
@@ -125,7 +126,7 @@ def test_guarded_pgo_run_on_the_small_program(tmp_path, small_program):
                if (p / "policy.json").exists())
   out = tmp_path / "rc"
   (row,) = rc.run("regalloc_eviction", model, out, programs=[SMALL_HELDOUT], guarded=True,
-                  pgo=True)
+                  pgo=True, layouts=2)
   assert row["program"] == SMALL_HELDOUT and row["default"]["cycles"] > 0
   assert (out / f"pgo-{SMALL_HELDOUT}" / f"{SMALL_HELDOUT}.profdata").stat().st_size > 0
   for side in ("default", "guarded"):
@@ -138,3 +139,54 @@ def test_guarded_pgo_run_on_the_small_program(tmp_path, small_program):
   g = json.loads((out / SMALL_HELDOUT / "guarded" / "functions.json").read_text())
   assert all(g.get(f, 0.0) <= v + 1e-6 for f, v in d.items())
   assert sum(g.values()) < sum(d.values())
+  # Layouts: the plain link first, then two more per side; the verdict is computed.
+  for side in ("default", "policy"):
+    assert len(row["layouts"][side]) == 3 and row["layouts"][side][0] == row[side]
+    assert len({m["cycles"] for m in row["layouts"][side]}) > 1, side  # the layout matters
+  assert rc.layout_summary(row)["layouts"] == 3
+  # A second run into the same dir asking for one layout more measures only that one on
+  # the default side (its first three come from the cache).
+  log = io.StringIO()
+  (again,) = rc.run("regalloc_eviction", model, out, programs=[SMALL_HELDOUT],
+                    guarded=True, pgo=True, layouts=3, stream=log)
+  assert "(default) from" in log.getvalue()
+  assert "running utf8proc (default) in layout 3/3" in log.getvalue()
+  assert "(default) in layout 1/3" not in log.getvalue()
+  assert again["layouts"]["default"][:3] == row["layouts"]["default"]
+  assert len(again["layouts"]["policy"]) == 4
+
+
+def _symbol_address(exe, name):
+  nm = subprocess.run([toolchain(22).bin_dir + "/llvm-nm", str(exe)], capture_output=True,
+                      text=True, check=True).stdout
+  return next(int(line.split()[0], 16) for line in nm.splitlines()
+              if line.split()[-1] == name)
+
+
+def test_layouts_move_code_and_data_but_not_behaviour(tmp_path, small_program):
+  """A relink in another layout keeps the objects' code and the program's output; the
+  addresses of functions and data move, and each layout is the same on every link."""
+  work = tmp_path / "work"
+  inp, script = rc.write_workload(work)
+  p, src = rc.prepare_program(small_program, work)
+  build = work / p.name / "default"
+  exe0 = rc.build_program(p, src, build, "regalloc_eviction", None, None, jobs=2)
+  args = rc.program_args(p, inp, script)
+  run = lambda exe: subprocess.run([str(exe)] + args, cwd=work, capture_output=True,
+                                   check=True, timeout=120).stdout
+  out0 = run(exe0)
+  mains = {_symbol_address(exe0, "main")}
+  tables = {_symbol_address(exe0, "utf8proc_properties")}  # read-only data
+  for i in (1, 2):
+    exe = rc.relink_layout(p, build, i)
+    assert exe == build / f"layout-{i}" / p.name
+    assert run(exe) == out0
+    mains.add(_symbol_address(exe, "main"))
+    tables.add(_symbol_address(exe, "utf8proc_properties"))
+    again = rc.relink_layout(p, build, i)
+    assert again.read_bytes() == exe.read_bytes()  # a layout is a fixed recipe
+  assert len(mains) == 3 and len(tables) == 3
+  assert rc.layout_padding(1) != rc.layout_padding(2)
+  (build / rc._obj_name(p.sources[0])).unlink()
+  with pytest.raises(FileNotFoundError, match="missing"):
+    rc.relink_layout(p, build, 3)
