@@ -335,8 +335,8 @@ def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, j
 def link_program(prog: Program, objs, exe, llvm_version=22, link_flags=(), layout=0):
   """Links `objs` into `exe`. layout 0: the objects in source order, nothing added.
   layout i > 0: the same objects in a shuffled order after a padding object that moves
-  the code, constants and data by a few bytes to a few KB (layout_padding): every address
-  changes, no instruction does. Cachegrind's caches and branch predictor are indexed by
+  the code, constants and data by a few bytes to a few KB (layout_padding; run() also
+  moves the stack): every address changes, no instruction does. Cachegrind's caches and branch predictor are indexed by
   address, so a one-layout comparison mixes the code's effect with where it landed."""
   exe = pathlib.Path(exe)
   exe.parent.mkdir(parents=True, exist_ok=True)
@@ -345,7 +345,7 @@ def link_program(prog: Program, objs, exe, llvm_version=22, link_flags=(), layou
   if layout:
     rng = random.Random(f"mlgo-layout-{layout}")
     rng.shuffle(objs)
-    text_pad, rodata_pad, data_pad = layout_padding(layout)
+    text_pad, rodata_pad, data_pad, _ = layout_padding(layout)
     pad_s = exe.parent / "layout_pad.s"
     # No symbols: the padding adds nothing a program could clash with.
     pad_s.write_text(f".text\n.p2align 4\n.skip {text_pad}, 0xcc\n"
@@ -367,11 +367,17 @@ def link_program(prog: Program, objs, exe, llvm_version=22, link_flags=(), layou
 
 
 def layout_padding(layout: int) -> tuple:
-  """(code, read-only data, data) bytes placed before the program's own sections in
-  layout `layout` (> 0): deterministic, spread over a page so that cache sets, cache
-  lines and the predictor's index bits all move."""
+  """(code, read-only data, data, stack) bytes by which layout `layout` (> 0) moves the
+  program: the first three placed before its own sections by link_program, the last
+  as cachegrind's stack_shift. Deterministic, spread over a page so that cache sets,
+  cache lines and the predictor's index bits all move."""
   rng = random.Random(f"mlgo-layout-pad-{layout}")
-  return tuple(rng.randrange(16, 4096, 16) for _ in range(3))
+  return tuple(rng.randrange(16, 4096, 16) for _ in range(3)) + (rng.randrange(8, 4096),)
+
+
+# Bumped whenever what a layout varies changes: cached default layouts of an older
+# recipe are measured again.
+LAYOUT_RECIPE = 2
 
 
 def relink_layout(prog: Program, build_dir, layout: int, llvm_version=22, link_flags=()):
@@ -386,14 +392,19 @@ def relink_layout(prog: Program, build_dir, layout: int, llvm_version=22, link_f
                       link_flags, layout=layout)
 
 
-def cachegrind(exe, args, cwd, out_file):
-  """Runs `exe args` under cachegrind; returns (stdout bytes, {event: count})."""
+def cachegrind(exe, args, cwd, out_file, stack_shift: int = 0):
+  """Runs `exe args` under cachegrind; returns (stdout bytes, {event: count}).
+  stack_shift: bytes of one extra environment variable, which the process start copies
+  above the stack, so the stack (spill slots included) starts that much lower."""
   vg = shutil.which("valgrind")
   if not vg:
     raise RuntimeError("valgrind not found; `apt-get install valgrind`")
+  run_env = None
+  if stack_shift:
+    run_env = dict(os.environ, MLGO_LAYOUT_STACK="x" * stack_shift)
   r = subprocess.run([vg, "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=yes",
                       f"--cachegrind-out-file={out_file}", str(exe)] + list(args),
-                     cwd=cwd, capture_output=True, timeout=3600)
+                     cwd=cwd, capture_output=True, timeout=3600, env=run_env)
   if r.returncode != 0:
     raise RuntimeError(f"{exe} exited with {r.returncode}: "
                        f"{r.stderr.decode('utf-8', 'replace')[-500:]}")
@@ -566,7 +577,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
       c = json.loads(cached.read_text())
       if c.get("key") == key:
         res["default"] = tuple(c["result"])
-        lay["default"] = list(c.get("layouts", []))[:layouts]
+        if c.get("layout_recipe") == LAYOUT_RECIPE:
+          lay["default"] = list(c.get("layouts", []))[:layouts]
         if c.get("perf"):
           hw["default"] = c["perf"]
         print(f"runtime_check: {prog.name} (default) from {cached}", file=stream, flush=True)
@@ -590,7 +602,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
               file=stream, flush=True)
         exe = relink_layout(prog, build_dir, i, llvm_version)
         stdout, ev = cachegrind(exe, args, out,
-                                out / prog.name / f"cachegrind.{variant}.layout-{i}")
+                                out / prog.name / f"cachegrind.{variant}.layout-{i}",
+                                stack_shift=layout_padding(i)[3])
         if hashlib.sha256(stdout).hexdigest() != res[variant][0]:
           raise RuntimeError(f"{prog.name}: the {variant} build's output changes with its "
                              f"memory layout ({exe}); refusing to report numbers")
@@ -598,7 +611,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
       if variant == "default":
         cached.write_text(json.dumps({"key": key, "result": list(res[variant]),
                                       "perf": hw.get(variant),
-                                      "layouts": lay["default"]}) + "\n")
+                                      "layouts": lay["default"],
+                                      "layout_recipe": LAYOUT_RECIPE}) + "\n")
     same = res["default"][0] == res["policy"][0]
     if not same:
       raise RuntimeError(f"{prog.name}: the policy build's output differs from the default "

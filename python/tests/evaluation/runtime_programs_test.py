@@ -190,3 +190,18 @@ def test_layouts_move_code_and_data_but_not_behaviour(tmp_path, small_program):
   (build / rc._obj_name(p.sources[0])).unlink()
   with pytest.raises(FileNotFoundError, match="missing"):
     rc.relink_layout(p, build, 3)
+
+
+def test_stack_shift_moves_the_stack_under_cachegrind(tmp_path):
+  """A layout's stack shift lowers the stack by about its size, the same on every run
+  (valgrind's stack is not randomized)."""
+  src = tmp_path / "where.c"
+  src.write_text('#include <stdio.h>\nint main(void) { int x; '
+                 'printf("%lu\\n", (unsigned long)&x); return 0; }\n')
+  exe = tmp_path / "where"
+  subprocess.run([toolchain(22).clang, "-O1", str(src), "-o", str(exe)], check=True)
+  where = lambda shift: int(rc.cachegrind(exe, [], tmp_path, tmp_path / "cg.out",
+                                          stack_shift=shift)[0])
+  base, shifted = where(0), where(3000)
+  assert where(3000) == shifted
+  assert 2900 <= base - shifted <= 3200
