@@ -375,9 +375,9 @@ def layout_padding(layout: int) -> tuple:
   return tuple(rng.randrange(16, 4096, 16) for _ in range(3)) + (rng.randrange(8, 4096),)
 
 
-# Bumped whenever what a layout varies changes: cached default layouts of an older
-# recipe are measured again.
-LAYOUT_RECIPE = 2
+# Bumped whenever how a run is set up or what a layout varies changes: a cached default
+# build measured under an older recipe is built and measured again.
+LAYOUT_RECIPE = 3
 
 
 def relink_layout(prog: Program, build_dir, layout: int, llvm_version=22, link_flags=()):
@@ -392,16 +392,23 @@ def relink_layout(prog: Program, build_dir, layout: int, llvm_version=22, link_f
                       link_flags, layout=layout)
 
 
+# The environment of every measured run. The process start copies the environment and
+# the arguments above the stack, so their size moves the stack: a fixed environment
+# keeps the caller's shell out of the figures. (Where the output dir lies still moves
+# the counts a little, through valgrind's own mappings; the layouts average that out.)
+RUN_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
+
+
 def cachegrind(exe, args, cwd, out_file, stack_shift: int = 0):
-  """Runs `exe args` under cachegrind; returns (stdout bytes, {event: count}).
-  stack_shift: bytes of one extra environment variable, which the process start copies
-  above the stack, so the stack (spill slots included) starts that much lower."""
+  """Runs `exe args` under cachegrind in RUN_ENV; returns (stdout bytes, {event: count}).
+  stack_shift: bytes of one extra environment variable, so the stack (spill slots
+  included) starts that much lower."""
   vg = shutil.which("valgrind")
   if not vg:
     raise RuntimeError("valgrind not found; `apt-get install valgrind`")
-  run_env = None
+  run_env = dict(RUN_ENV)
   if stack_shift:
-    run_env = dict(os.environ, MLGO_LAYOUT_STACK="x" * stack_shift)
+    run_env["MLGO_LAYOUT_STACK"] = "x" * stack_shift
   r = subprocess.run([vg, "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=yes",
                       f"--cachegrind-out-file={out_file}", str(exe)] + list(args),
                      cwd=cwd, capture_output=True, timeout=3600, env=run_env)
@@ -454,11 +461,13 @@ def write_workload(out: pathlib.Path):
   return inp, script
 
 
-def program_args(prog: Program, inp, script) -> list:
+def program_args(prog: Program, inp, script, relative: bool = False) -> list:
   """prog.args with {input}, {script} and {work} (the workload directory) filled in;
-  other braces (a regex's {4,}) stay as they are."""
-  values = {"{input}": str(inp), "{script}": str(script),
-            "{work}": str(pathlib.Path(inp).parent)}
+  other braces (a regex's {4,}) stay as they are. relative: paths relative to the
+  workload directory, for a run from there (the same argument bytes wherever it is)."""
+  work = pathlib.Path(inp).parent
+  rel = (lambda x: os.path.relpath(x, work)) if relative else str
+  values = {"{input}": rel(inp), "{script}": rel(script), "{work}": rel(work)}
   return [re.sub(r"\{(?:input|script|work)\}", lambda m: values[m.group(0)], a)
           for a in prog.args]
 
@@ -570,7 +579,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
     # The default build does not depend on the policy: reused from an earlier run into
     # the same output dir when the program, its flags and the compiler are the same.
     key = hashlib.sha256(json.dumps([prog.package, prog.sources, prog.cflags, prog.args,
-                                     llvm_version, use_perf, pgo]).encode()).hexdigest()[:16]
+                                     llvm_version, use_perf, pgo, LAYOUT_RECIPE]
+                                    ).encode()).hexdigest()[:16]
     cached = out / prog.name / "default" / "result.json"
     lay = {"default": [], "policy": []}  # metrics in layouts 1..layouts
     if cached.exists():
@@ -582,7 +592,7 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
         if c.get("perf"):
           hw["default"] = c["perf"]
         print(f"runtime_check: {prog.name} (default) from {cached}", file=stream, flush=True)
-    args = program_args(prog, inp, script)
+    args = program_args(prog, inp, script, relative=True)
     for variant, spec, w in (("default", None, None), ("policy", pol.spec, pol.arch.w)):
       g = guarded and variant == "policy"
       build_dir = out / prog.name / ("guarded" if g else variant)
@@ -593,7 +603,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
                             llvm_version=llvm_version, guarded=g, clang_flags=clang_flags)
         print(f"runtime_check: running {prog.name} ({variant}) under cachegrind",
               file=stream, flush=True)
-        stdout, ev = cachegrind(exe, args, out, out / prog.name / f"cachegrind.{variant}")
+        stdout, ev = cachegrind(_run_path(out, prog, variant, 0, exe), args, out,
+                                out / prog.name / f"cachegrind.{variant}")
         res[variant] = (hashlib.sha256(stdout).hexdigest(), metrics(ev), len(stdout))
         if use_perf:
           hw[variant] = perf_stat(exe, args, out)
@@ -601,7 +612,7 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
         print(f"runtime_check: running {prog.name} ({variant}) in layout {i}/{layouts}",
               file=stream, flush=True)
         exe = relink_layout(prog, build_dir, i, llvm_version)
-        stdout, ev = cachegrind(exe, args, out,
+        stdout, ev = cachegrind(_run_path(out, prog, variant, i, exe), args, out,
                                 out / prog.name / f"cachegrind.{variant}.layout-{i}",
                                 stack_shift=layout_padding(i)[3])
         if hashlib.sha256(stdout).hexdigest() != res[variant][0]:
@@ -624,6 +635,18 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
     if hw:
       rows[-1]["perf"] = hw
   return rows
+
+
+def _run_path(out, prog: Program, variant: str, layout: int, exe) -> str:
+  """A path to `exe`, relative to `out` (the runs' working directory), of the same length
+  for both sides and every layout: out/<program>/run/<d|p><layout>, a symbolic link.
+  Program arguments start with it, and their size moves the stack."""
+  link = pathlib.Path(out) / prog.name / "run" / f"{variant[0]}{layout:02d}"
+  link.parent.mkdir(parents=True, exist_ok=True)
+  if link.is_symlink() or link.exists():
+    link.unlink()
+  link.symlink_to(pathlib.Path(exe).resolve())
+  return os.path.relpath(link, out)
 
 
 SIGNIFICANCE = 0.05

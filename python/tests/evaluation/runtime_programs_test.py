@@ -205,3 +205,28 @@ def test_stack_shift_moves_the_stack_under_cachegrind(tmp_path):
   base, shifted = where(0), where(3000)
   assert where(3000) == shifted
   assert 2900 <= base - shifted <= 3200
+
+
+def test_measured_runs_do_not_depend_on_the_callers_environment(tmp_path, small_program):
+  """Runs use RUN_ENV, arguments relative to the workload dir and equal-length program
+  paths: the caller's environment does not change the counts, and both sides and every
+  layout start with the same argument bytes."""
+  work = tmp_path / "w"
+  inp, script = rc.write_workload(work)
+  p, src = rc.prepare_program(small_program, work)
+  exe = rc.build_program(p, src, work / p.name / "default", "regalloc_eviction", None,
+                         None, jobs=2)
+  args = rc.program_args(p, inp, script, relative=True)
+  assert args and not any(str(work) in a for a in args)
+  counts = []
+  for noise in ("", "y" * 3000):
+    os.environ["MLGO_TEST_NOISE"] = noise
+    try:
+      _, ev = rc.cachegrind(rc._run_path(work, p, "default", 0, exe), args, work,
+                            work / "cg.out")
+    finally:
+      del os.environ["MLGO_TEST_NOISE"]
+    counts.append(rc.metrics(ev))
+  assert counts[0] == counts[1]
+  paths = {rc._run_path(work, p, v, i, exe) for v in ("default", "policy") for i in (0, 4)}
+  assert len(paths) == 4 and len({len(x) for x in paths}) == 1
