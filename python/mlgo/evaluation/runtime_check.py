@@ -37,7 +37,7 @@ import tempfile
 
 from mlgo import env
 from mlgo import problems as problems_lib
-from mlgo.evaluation import runtime_drivers, runtime_workloads
+from mlgo.evaluation import runtime_drivers, runtime_drivers_heldout, runtime_workloads
 from mlgo.policy import policy_io
 from mlgo.util import cli, stats
 from mlgo.util.toolchain import toolchain
@@ -232,6 +232,42 @@ PROGRAMS = [
             workload="our driver: NFC/NFD/NFKC/case folding, graphemes, widths of a "
                      "generated multi-script UTF-8 text",
             gen_files={"utf8proc_run.c": runtime_drivers.UTF8PROC_DRIVER}),
+    # Added 2026-11-26 from @extra packages; first measured with a policy after the rule
+    # that judged them was written down.
+    Program("lzo", "lzo2",
+            _c("lzo_init lzo_util lzo1x_1 lzo1x_1o lzo1x_9x lzo1x_o lzo1x_d2 lzo1b_5 "
+               "lzo1b_cc lzo1b_rr lzo1b_d2 lzo1f_1 lzo1f_d2", "src/{}.c")
+            + ["{gen}/lzo_run.c"],
+            ["-Iinclude", "-Isrc"], [], ["{input}", "2"], None, role="heldout",
+            workload="our driver: LZO1X-1, 1X-1(15), 1X-999 (levels 3 and 7, optimized), "
+                     "1B-5 and 1F-1 on the generated text in blocks, safe decompression "
+                     "and checks (2 rounds)",
+            gen_files={"lzo_run.c": runtime_drivers_heldout.LZO_DRIVER}),
+    Program("gif", "giflib",
+            _c("dgif_lib egif_lib gifalloc gif_err gif_font gif_hash openbsd-reallocarray "
+               "quantize") + ["{gen}/gif_run.c"],
+            ["-I.", "-std=gnu99"], [], ["320", "8"], None, role="heldout",
+            workload="our driver: quantize, caption and GIF-encode 8 generated frames in "
+                     "memory (animation and single images), decode and check them",
+            gen_files={"gif_run.c": runtime_drivers_heldout.GIF_DRIVER}),
+    Program("dconv", "double-conversion",
+            _c("bignum bignum-dtoa cached-powers double-to-string fast-dtoa fixed-dtoa "
+               "string-to-double strtod", "double-conversion/{}.cc")
+            + ["{gen}/dconv_run.cc"],
+            ["-I."], [], ["{work}/doc.json", "16000"], None, role="heldout", cxx=True,
+            workload="our C++ driver: the JSON document's numbers and 16000 generated "
+                     "doubles printed shortest/fixed/precision/exponential and read back",
+            gen_files={"dconv_run.cc": runtime_drivers_heldout.DCONV_DRIVER}),
+    # Debian's re2 source lacks the generated Unicode group tables; the driver defines its
+    # own (ASCII and Latin-1), enough for its patterns.
+    Program("re2grep", "re2",
+            _c("bitstate compile dfa nfa onepass parse prog re2 regexp set simplify "
+               "stringpiece tostring", "re2/{}.cc")
+            + ["util/rune.cc", "util/strutil.cc", "{gen}/re2_run.cc"],
+            ["-I.", "-pthread"], ["-lpthread"], ["{input}"], None, role="heldout", cxx=True,
+            workload="our C++ driver: a dozen regexes per line (partial, full, consume), "
+                     "find/replace/extract over the generated text, RE2::Set per line",
+            gen_files={"re2_run.cc": runtime_drivers_heldout.RE2_DRIVER}),
 ]
 
 
