@@ -54,6 +54,8 @@ class GuardedResult:
                                     # the module, for per-module problems)
   compiles: int                     # llc runs made here (the default's not counted if cached)
   mismatches: list                  # functions whose guarded score is not the lower one
+  policy_result: core.CompileResult | None = None   # the unguarded policy compile, if run:
+                                    # an evaluation reports it beside the guarded one
 
   @property
   def ok(self) -> bool:
@@ -119,7 +121,7 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                               tool_path=tool_path, extra_flags=policy_flags)
     compiles += 1
     if not pol.ok:
-      return GuardedResult(pol, {}, default_scores, {}, [], compiles, [])
+      return GuardedResult(pol, {}, default_scores, {}, [], compiles, [], pol)
     policy_scores = dict(problem.score_fn(pol.reward))
     keys = set(default_scores) | set(policy_scores)
     lower = {f: min(default_scores.get(f, missing), policy_scores.get(f, missing))
@@ -143,7 +145,8 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                                   output_path=objs["guarded"], tool_path=tool_path)
       compiles += 1
       if not final.ok:
-        return GuardedResult(final, {}, default_scores, policy_scores, chosen, compiles, [])
+        return GuardedResult(final, {}, default_scores, policy_scores, chosen, compiles, [],
+                             pol)
       scores, obj = dict(problem.score_fn(final.reward)), objs["guarded"]
     if output_path:
       shutil.copyfile(obj, output_path)
@@ -151,7 +154,7 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                       if abs(scores.get(f, missing) - lower.get(f, missing))
                       > _TOLERANCE * max(1.0, abs(lower.get(f, missing))))
   return GuardedResult(final, scores, default_scores, policy_scores, chosen, compiles,
-                       mismatches)
+                       mismatches, pol)
 
 
 def _guarded_module(module, problem, policy, default_scores, llvm_version, timeout,
@@ -171,18 +174,19 @@ def _guarded_module(module, problem, policy, default_scores, llvm_version, timeo
   pres, policy_scores = run(policy, policy_flags)
   compiles += 1
   if not pres.ok:
-    return GuardedResult(pres, {}, default_scores, {}, [], compiles, [])
+    return GuardedResult(pres, {}, default_scores, {}, [], compiles, [], pres)
   if sum(policy_scores.values()) <= sum(default_scores.values()):   # ties: no recompile
     return GuardedResult(pres, policy_scores, default_scores, policy_scores, [""], compiles,
-                         [])
+                         [], pres)
   # The default wins. Its object is the guarded one: compiled (again) when an object is
   # asked for (the policy compile overwrote output_path) or its result came from a cache.
   if dres is None or output_path:
     dres, scores = run(CompilerDefault(), [])
     compiles += 1
     if not dres.ok:
-      return GuardedResult(dres, {}, default_scores, policy_scores, [], compiles, [])
+      return GuardedResult(dres, {}, default_scores, policy_scores, [], compiles, [], pres)
   else:
     scores = default_scores
   mismatches = [] if scores == default_scores else [""]
-  return GuardedResult(dres, scores, default_scores, policy_scores, [], compiles, mismatches)
+  return GuardedResult(dres, scores, default_scores, policy_scores, [], compiles, mismatches,
+                       pres)

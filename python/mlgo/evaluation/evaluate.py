@@ -105,6 +105,11 @@ def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_defaul
                    for f, v in g.scores.items()}
   p.update(guard_compiles=g.compiles, guard_policy_functions=len(g.policy_functions),
            guard_mismatches=g.mismatches)
+  # The unguarded policy compile the guard made anyway: the plain evaluation, for free
+  # (its seconds are the whole guarded compile's).
+  if g.policy_result is not None:
+    p["plain"] = summary(g.policy_result, t0)
+    p["plain"]["seconds"] = p["seconds"]
   return d, p
 
 
@@ -210,10 +215,14 @@ def _plot(rows, path, title):
 
 def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldout",
              jobs: int = 2, timeout: float = 300.0, pool_kind: str | None = None,
-             stream=None, use_cache: bool = True, guarded: bool = False) -> dict:
+             stream=None, use_cache: bool = True, guarded: bool = False,
+             plain_output=None, plain_stream=None) -> dict:
   """corpus_dir: a corpus, or a prepared corpus (llc problems prepare one if given a
   corpus). guarded: score guarded compiles of the policy (mlgo.env.guarded) instead of
-  the policy's own. Returns the summary (also written to OUTPUT/summary.json)."""
+  the policy's own; with plain_output, the policy's own compiles (which a guarded
+  compile makes anyway) are also evaluated, into that directory, printed to
+  plain_stream, and their summary is returned under "plain". Returns the summary (also
+  written to OUTPUT/summary.json)."""
   stream = stream or sys.stdout
   problem = problems_lib.get_problem(problem_name)
   if guarded:
@@ -221,6 +230,9 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
     guarded_lib.check_problem(problem)
     if policy == "default":
       raise ValueError("a guarded evaluation needs a policy, not 'default'")
+  elif plain_output is not None:
+    raise ValueError("plain_output goes with guarded=True (the plain evaluation is the "
+                     "guarded one's by-product)")
   corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=sys.stderr)
   if split == "all":
     modules = list(corpus.modules)
@@ -256,11 +268,8 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
   print(f"evaluating {policy_name} on {len(modules)} {split} modules of {corpus.path} "
         f"({problem_name}, LLVM {corpus.llvm_version})", file=sys.stderr)
   progress = Progress("evaluate", len(modules), stream=sys.stderr)
-  rows, failed = [], []
-  decisions = corrections = 0
+  main, plain = _Tally(), (_Tally() if plain_output is not None else None)
   guard = {"compiles": 0, "policy_functions": 0, "mismatches": []}
-  ok_names = set()   # compiled by both sides (a module may have no keys: no spill code)
-  missing = problem.missing_score
   from mlgo.util.cli import mlgo_home  # pylint: disable=import-outside-toplevel
   tag = f"-{problem.reward_tag()}" if problem.reward_tag else ""
   cache = DefaultCache(mlgo_home() / "eval_cache" / f"default-{problem_name}{tag}.json")
@@ -273,45 +282,80 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
     for r in pool.results():
       m = r.item[0]
       if not r.ok:
-        failed.append({"module": m.name, "reason": (r.error or "cancelled").strip()
-                       .splitlines()[-1][:300]})
+        reason = (r.error or "cancelled").strip().splitlines()[-1][:300]
+        for t in (main, plain):
+          if t is not None:
+            t.failed.append({"module": m.name, "reason": reason})
         progress.update(failed=1, node=r.node)
         continue
       d, p = r.value
       if d["ok"]:
         cache.put(_cache_key(m, problem_name, corpus.llvm_version), d)
-      if not d["ok"] or not p["ok"]:
-        failed.append({"module": m.name, "reason": r.where() + (
-            ("default: " + str(d["reason"])) if not d["ok"] else ("policy: " + str(p["reason"])))})
+      if plain is not None:
+        plain.add(m, d, p.get("plain") or {"ok": False, "reason": p["reason"]}, r.where(),
+                  problem.missing_score)
+      if not main.add(m, d, p, r.where(), problem.missing_score):
         progress.update(failed=1, node=r.node)
         continue
-      decisions += p["decisions"]
-      corrections += p.get("corrections", 0)
       if guarded:
         guard["compiles"] += p["guard_compiles"]
         guard["policy_functions"] += p["guard_policy_functions"]
         guard["mismatches"] += [f"{m.name}::{f}" for f in p["guard_mismatches"]]
-      ok_names.add(m.name)
-      keys = list(d["scores"])
-      if missing is not None:  # a key absent from one compile has the missing score
-        keys += [k for k in p["scores"] if k not in d["scores"]]
-      for key in keys:
-        if missing is None and key not in p["scores"]:
-          continue
-        dv = d["scores"].get(key, missing)
-        pv = p["scores"].get(key, missing)
-        rows.append({"key": key, "module": m.name, "package": m.package,
-                     "language": m.language, "default": dv, "policy": pv,
-                     "change_pct": _pct(pv, dv),
-                     "regression": int(pv > dv * (1 + REGRESSION_THRESHOLD)),
-                     "default_decisions": d["decisions"], "policy_decisions": p["decisions"],
-                     "default_seconds": round(d["seconds"], 3),
-                     "policy_seconds": round(p["seconds"], 3)})
       progress.update(node=r.node)
   progress.close()
   if use_cache:
     cache.save()
-  rows.sort(key=lambda r: r["key"])
+  summary = _report(main, problem_name, policy_name, corpus, split, pathlib.Path(output),
+                    stream, guard if guarded else None)
+  if plain is not None:
+    plain_name = policy_name.removesuffix(" (guarded)")
+    summary["plain"] = _report(plain, problem_name, plain_name, corpus, split,
+                               pathlib.Path(plain_output), plain_stream or stream, None)
+  return summary
+
+
+class _Tally:
+  """One evaluation's rows (per key), failures and counts while results come in."""
+
+  def __init__(self):
+    self.rows, self.failed, self.ok_names = [], [], set()
+    self.decisions = self.corrections = 0
+
+  def add(self, m, d, p, where, missing) -> bool:
+    """Adds one module's default (d) and policy (p) summaries; False if either failed."""
+    if not d["ok"] or not p["ok"]:
+      self.failed.append({"module": m.name, "reason": where + (
+          ("default: " + str(d["reason"])) if not d["ok"] else ("policy: " + str(p["reason"])))})
+      return False
+    self.decisions += p["decisions"]
+    self.corrections += p.get("corrections", 0)
+    self.ok_names.add(m.name)   # compiled by both sides (a module may have no keys)
+    keys = list(d["scores"])
+    if missing is not None:  # a key absent from one compile has the missing score
+      keys += [k for k in p["scores"] if k not in d["scores"]]
+    for key in keys:
+      if missing is None and key not in p["scores"]:
+        continue
+      dv = d["scores"].get(key, missing)
+      pv = p["scores"].get(key, missing)
+      self.rows.append({"key": key, "module": m.name, "package": m.package,
+                        "language": m.language, "default": dv, "policy": pv,
+                        "change_pct": _pct(pv, dv),
+                        "regression": int(pv > dv * (1 + REGRESSION_THRESHOLD)),
+                        "default_decisions": d["decisions"],
+                        "policy_decisions": p["decisions"],
+                        "default_seconds": round(d["seconds"], 3),
+                        "policy_seconds": round(p["seconds"], 3)})
+    return True
+
+
+def _report(t: _Tally, problem_name, policy_name, corpus, split, out, stream,
+            guard=None) -> dict:
+  """Writes one evaluation's files (per_key.csv, failed.csv, changes.png,
+  regressed_modules.csv, summary.json) and console tables; returns its summary."""
+  problem = problems_lib.get_problem(problem_name)
+  out.mkdir(parents=True, exist_ok=True)
+  rows, failed = sorted(t.rows, key=lambda r: r["key"]), t.failed
   fields = ["key", "module", "package", "language", "default", "policy", "change_pct",
             "regression", "default_decisions", "policy_decisions", "default_seconds",
             "policy_seconds"]
@@ -324,7 +368,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
       wr = csv.DictWriter(f, fieldnames=["module", "reason"])
       wr.writeheader()
       wr.writerows(failed)
-  ok_modules = len(ok_names)
+  ok_modules = len(t.ok_names)
   dsum = sum(r["default"] for r in rows)
   psum = sum(r["policy"] for r in rows)
   regressions = sum(r["regression"] for r in rows)
@@ -334,10 +378,10 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
   per_language = _table(rows, "language", stream) if rows else {}
   print("", file=stream)
   if rows:
+    name = pathlib.Path(policy_name.removesuffix(" (guarded)")).name
     _plot(rows, out / "changes.png",
-          f"{problem_name}: {pathlib.Path(str(policy)).name}{' guarded' if guarded else ''}"
-          f" vs default, {split} "
-          f"({_pct(psum, dsum):+.2f}% total)")
+          f"{problem_name}: {name}{' guarded' if guard is not None else ''}"
+          f" vs default, {split} ({_pct(psum, dsum):+.2f}% total)")
   mods = module_changes(rows)
   module_change_list = sorted(v[2] for v in mods.values())
   regressed_modules = _write_regressed_modules(rows, out / "regressed_modules.csv", stream)
@@ -351,10 +395,10 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
              "modules_regressed": len(regressed_modules),
              "modules_regressed_pct": (100.0 * len(regressed_modules) / len(mods)
                                        if mods else 0.0),
-             "decisions": decisions, "corrections": corrections,
+             "decisions": t.decisions, "corrections": t.corrections,
              "regression_definition": f"policy score > {1 + REGRESSION_THRESHOLD:.2f} x default",
              "per_package": per_package, "per_language": per_language}
-  if guarded:
+  if guard is not None:
     summary["guarded"] = guard
   with open(out / "summary.json", "w") as f:
     json.dump(summary, f, indent=1)
@@ -363,9 +407,9 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
           f"left out of the totals", file=stream)
   print(f"{problem.key}s improved by more than {REGRESSION_THRESHOLD:.0%}: "
         f"{summary['improvements']}, regressed: {regressions}; median module change "
-        f"{summary['median_module_change_pct']:+.2f}%; {decisions} decisions, "
-        f"{corrections} corrected answers", file=stream)
-  if guarded:
+        f"{summary['median_module_change_pct']:+.2f}%; {t.decisions} decisions, "
+        f"{t.corrections} corrected answers", file=stream)
+  if guard is not None:
     unit = problem.key + "s"
     print(f"guarded: {guard['compiles']} policy-side {problem.tool} compiles for {ok_modules} "
           f"modules; {guard['policy_functions']} {unit} kept the policy's decisions, the rest "

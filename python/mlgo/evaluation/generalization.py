@@ -47,7 +47,7 @@ def suite_row(name: str, s: dict) -> dict:
           "keys_improved": s.get("improvements", 0), "keys_regressed": s["regressions"],
           "packages": len(pk), "packages_worse": worse,
           "worst_package": max(pk, key=lambda k: pk[k]["change_pct"]) if pk else None,
-          "line": s["line"]}
+          "line": s["line"], "per_package": pk}
 
 
 def format_line(r: dict) -> str:
@@ -63,29 +63,42 @@ def format_line(r: dict) -> str:
 
 def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int = 2,
         timeout: float = 300.0, pool_kind: str | None = None, stream=None,
-        guarded: bool = False) -> dict:
-  """Evaluates `policy` on each suite; returns {"suites": [rows], "packages": {...}}."""
+        guarded: bool = False, plain_output=None, plain_stream=None) -> dict:
+  """Evaluates `policy` on each suite; returns the report ({"suites": one row per suite,
+  ...}, as written to OUTPUT/generalization.json).
+  guarded with plain_output: the same compiles also give the policy's own report, written
+  to plain_output (its lines to plain_stream) and returned under "plain"."""
   stream = stream or sys.stdout
   problem = problems_lib.get_problem(problem_name)
   out = pathlib.Path(output)
   out.mkdir(parents=True, exist_ok=True)
-  rows, packages = [], {}
+  both = guarded and plain_output is not None
+  pout = pathlib.Path(plain_output) if both else None
+  rows, prows = [], []
   for suite in suites:
     corpus_dir, split, name = _suite_corpus(suite, problem.corpus_opt)
-    buf = io.StringIO()
+    buf, pbuf = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(buf):
       s = evaluate(problem_name, corpus_dir, policy, out / name, split=split, jobs=jobs,
-                   timeout=timeout, pool_kind=pool_kind, stream=buf, guarded=guarded)
+                   timeout=timeout, pool_kind=pool_kind, stream=buf, guarded=guarded,
+                   plain_output=(pout / name) if both else None, plain_stream=pbuf)
     (out / name / "report.txt").write_text(buf.getvalue())
-    r = suite_row(name, s)
-    r["per_package"] = s.get("per_package", {})
-    rows.append(r)
-    for pkg, v in r["per_package"].items():
-      packages.setdefault(pkg, {})[name] = v
-    print(format_line(r), file=stream, flush=True)
+    if both:
+      (pout / name / "report.txt").write_text(pbuf.getvalue())
+      prows.append(suite_row(name, s["plain"]))
+      print(format_line(prows[-1]), file=plain_stream or stream, flush=True)
+    rows.append(suite_row(name, s))
+    print(format_line(rows[-1]), file=stream, flush=True)
+  report = _write(problem_name, policy, guarded, rows, out)
+  if both:
+    report["plain"] = _write(problem_name, policy, False, prows, pout)
+  return report
+
+
+def _write(problem_name, policy, guarded, rows, out) -> dict:
+  """generalization.json, .md and .png of one report in `out`; returns the report."""
   report = {"problem": problem_name, "policy": str(policy), "guarded": guarded,
-            "suites": rows,
-            "package_worse_pct": PACKAGE_WORSE_PCT}
+            "suites": rows, "package_worse_pct": PACKAGE_WORSE_PCT}
   (out / "generalization.json").write_text(json.dumps(report, indent=1) + "\n")
   (out / "generalization.md").write_text(markdown(report))
   plot(report, out / "generalization.png")

@@ -56,9 +56,10 @@ class PipelineConfig:
   architecture_options: keyword options of the problem's network, given to BC's fresh
     spec (PPO trains what BC starts), e.g. {"cost_mask": True} for eviction.
   guarded_report: (regalloc) also evaluate guarded compiles of the final policy on the
-    held-out split and unseen_suites (mlgo.env.guarded: per function the better of the
-    default and the policy, two or three llc runs); their lines start with "guarded".
-    guarded_reserve seconds of the budget are kept for it.
+    run's held-out split and unseen_suites (mlgo.env.guarded: per function the better of
+    the default and the policy); their lines start with "guarded". The plain
+    evaluations come from the same compiles; guarded_reserve seconds of the budget are
+    kept for the guard's extra (third) compiles.
   """
 
   def __init__(self, time_budget: float = 840.0, trace_modules: int = 160,
@@ -183,27 +184,41 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
   report["ppo_iterations"] = trainer.state["iteration"]
   report["cpu_seconds"] = trainer.state["totals"]["cpu_seconds"]
 
-  # 5. held-out evaluation
+  # 5. held-out evaluation, and the unseen suites. With guarded_report each is one pass
+  # of guarded compiles, which compile the policy on its own anyway: the plain
+  # evaluation comes from the same compiles (plain_output), the guarded one beside it.
+  from mlgo import evaluation  # pylint: disable=import-outside-toplevel
+  from mlgo.evaluation import generalization  # pylint: disable=import-outside-toplevel
+  guarded = bool(cfg.guarded_report)
+  guarded_lines = []
   if held:
-    from mlgo import evaluation  # pylint: disable=import-outside-toplevel
-    report["eval"] = evaluation.evaluate(problem_name, corpus, out / "policy", out / "eval",
-                                         split="heldout", jobs=cfg.jobs,
-                                         timeout=pcfg.compile_timeout, pool_kind=pcfg.pool,
-                                         stream=stream)
+    kw = dict(split="heldout", jobs=cfg.jobs, timeout=pcfg.compile_timeout,
+              pool_kind=pcfg.pool)
+    if guarded:
+      s = evaluation.evaluate(problem_name, corpus, out / "policy", out / "guarded" / "heldout",
+                              guarded=True, plain_output=out / "eval", plain_stream=stream,
+                              stream=io.StringIO(), **kw)
+      report["eval"] = s.pop("plain")
+      guarded_lines.append(generalization.format_line(generalization.suite_row("heldout", s)))
+    else:
+      report["eval"] = evaluation.evaluate(problem_name, corpus, out / "policy", out / "eval",
+                                           stream=stream, **kw)
   else:
     say("no held-out modules: skipping the evaluation")
-  from mlgo.evaluation import generalization  # pylint: disable=import-outside-toplevel
   if cfg.unseen_suites:
-    rep = generalization.run(problem_name, out / "policy", out / "unseen",
+    rep = generalization.run(problem_name, out / "policy",
+                             out / ("guarded" if guarded else "unseen"),
                              list(cfg.unseen_suites), jobs=cfg.jobs,
-                             timeout=pcfg.compile_timeout, pool_kind=pcfg.pool, stream=stream)
-    report["unseen"] = [generalization.format_line(r) for r in rep["suites"]]
-  if cfg.guarded_report:
-    suites = (["heldout"] if held else []) + list(cfg.unseen_suites)
-    rep = generalization.run(problem_name, out / "policy", out / "guarded", suites,
-                             jobs=cfg.jobs, timeout=pcfg.compile_timeout, pool_kind=pcfg.pool,
-                             stream=io.StringIO(), guarded=True)
-    report["guarded"] = ["guarded " + generalization.format_line(r) for r in rep["suites"]]
+                             timeout=pcfg.compile_timeout, pool_kind=pcfg.pool,
+                             stream=io.StringIO() if guarded else stream, guarded=guarded,
+                             plain_output=out / "unseen" if guarded else None,
+                             plain_stream=stream)
+    plain = rep.get("plain", rep)
+    report["unseen"] = [generalization.format_line(r) for r in plain["suites"]]
+    if guarded:
+      guarded_lines += [generalization.format_line(r) for r in rep["suites"]]
+  if guarded:
+    report["guarded"] = ["guarded " + line for line in guarded_lines]
     for line in report["guarded"]:
       say(line)
   report["seconds"] = time.monotonic() - t_start

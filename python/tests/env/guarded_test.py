@@ -1,6 +1,7 @@
 """Guarded compiles (mlgo.env.guarded): the tracer plugin's per-function selection, the
 better of default and policy per function (regalloc) or per module (inlining), and the
 guarded evaluator."""
+import csv
 import dataclasses
 import pathlib
 import subprocess
@@ -169,10 +170,24 @@ def test_guarded_evaluation(tmp_path):
   plain = evaluation.evaluate("regalloc_eviction", prep, tmp_path / "anti", tmp_path / "e1",
                               split="all", use_cache=False)
   g = evaluation.evaluate("regalloc_eviction", prep, tmp_path / "anti", tmp_path / "e2",
-                          split="all", use_cache=False, guarded=True)
+                          split="all", use_cache=False, guarded=True,
+                          plain_output=tmp_path / "e2plain")
   assert plain["regressions"] > 0
   assert g["regressions"] == 0 and g["guarded"]["mismatches"] == []
   assert g["default"] == pytest.approx(plain["default"])
   assert g["policy_score"] <= g["default"] and g["policy_score"] <= plain["policy_score"]
   assert g["improvements"] == plain["improvements"]
   assert g["guarded"]["compiles"] >= g["modules"]
+  # The plain evaluation from the guarded pass is the separate plain evaluation's.
+  both = g["plain"]
+  for k in ("modules", "keys", "default", "policy_score", "regressions", "improvements",
+            "decisions", "line"):
+    assert both[k] == plain[k], k
+  assert "guarded" not in both and "(guarded)" not in both["policy"]
+  rows = lambda d: sorted((r["key"], r["default"], r["policy"]) for r in
+                          csv.DictReader(open(d / "per_key.csv")))
+  assert rows(tmp_path / "e2plain") == rows(tmp_path / "e1")
+  assert (tmp_path / "e2plain" / "summary.json").exists()
+  with pytest.raises(ValueError, match="plain_output goes with guarded"):
+    evaluation.evaluate("regalloc_eviction", prep, tmp_path / "anti", tmp_path / "e3",
+                        split="all", plain_output=tmp_path / "e3plain")

@@ -53,3 +53,20 @@ def test_report_matches_per_key_rows(corpus, tmp_path, capsys):
     assert (tmp_path / f).stat().st_size > 0
   assert json.loads((tmp_path / "generalization.json").read_text())["suites"][0]["suite"] == name
   assert (tmp_path / name / "report.txt").read_text().count("modules=") == 1
+
+
+def test_guarded_report_gives_the_plain_one_from_the_same_compiles(corpus, tmp_path):
+  """--guarded with plain_output: the plain report equals a separate plain run's, and the
+  guarded one has no module bigger than the default's (inlining guards per module)."""
+  plain = generalization.run("inlining", POLICY, tmp_path / "p", suites=[str(corpus)])
+  both = generalization.run("inlining", POLICY, tmp_path / "g", suites=[str(corpus)],
+                            guarded=True, plain_output=tmp_path / "gp")
+  (p,), (q,), (g,) = plain["suites"], both["plain"]["suites"], both["suites"]
+  for k in ("modules", "change_pct", "modules_regressed", "keys_improved", "line"):
+    assert q[k] == p[k], k
+  assert both["guarded"] and not both["plain"]["guarded"]
+  assert g["modules_regressed"] == 0 and g["change_pct"] <= min(p["change_pct"], 0.0)
+  name = pathlib.Path(corpus).name
+  for d in ("g", "gp"):
+    assert (tmp_path / d / "generalization.md").exists()
+    assert (tmp_path / d / name / "report.txt").read_text().count("modules=") == 1

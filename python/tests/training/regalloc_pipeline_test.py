@@ -77,9 +77,16 @@ def test_pipeline(tiny, problem):
   # Guarded compiles of the same policy: per function never worse than the default.
   assert [l.split(":")[0] for l in rep["guarded"]] == ["guarded heldout",
                                                       f"guarded {corpus.path.name}"]
+  assert all("/0 " in l.split("keys_better/worse=")[1] for l in rep["guarded"])
   g = json.loads((out / "guarded" / "generalization.json").read_text())
   assert g["guarded"] and all(r["keys_regressed"] == 0 and r["change_pct"] <= 0
                               for r in g["suites"])
+  # The guarded held-out evaluation is of the run's own corpus (its 2 held-out modules),
+  # made in the same pass as the plain one above.
+  gh = json.loads((out / "guarded" / "heldout" / "summary.json").read_text())
+  assert gh["modules"] == ev["modules"] and gh["default"] == pytest.approx(ev["default"])
+  assert gh["regressions"] == 0 and gh["policy_score"] <= min(ev["policy_score"], gh["default"])
+  assert gh["guarded"]["mismatches"] == []
   pol = policy_io.load_policy(out / "policy")
   assert pol.problem == problem
   assert (out / "policy" / "saved_policy" / "saved_model.pb").exists()
