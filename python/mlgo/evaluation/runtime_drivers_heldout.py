@@ -4,6 +4,7 @@ prints counts and checksums, never addresses, so its output is the same in every
 and memory layout. runtime_check writes these texts into the program's generated-file
 directory; nothing here is third-party code. (The other drivers: runtime_drivers.)
 """
+from mlgo.evaluation import runtime_drivers
 
 LZO_DRIVER = r"""/* mlgo runtime_check driver for lzo2: cuts a text into blocks and, for several LZO
    compressors (LZO1X-1 on 64 KiB blocks and on the whole text, LZO1X-1(15), LZO1X-999 at
@@ -19,27 +20,7 @@ LZO_DRIVER = r"""/* mlgo runtime_check driver for lzo2: cuts a text into blocks 
 #include "lzo/lzo1b.h"
 #include "lzo/lzo1f.h"
 #include "lzo/lzo1x.h"
-
-static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) { perror(path); exit(2); }
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) { perror(path); exit(2); }
-  buf[n] = 0;
-  fclose(f);
-  *len = (size_t)n;
-  return buf;
-}
-
-static unsigned long long fnv1a(const char *s, size_t n) {
-  unsigned long long h = 1469598103934665603ULL;
-  for (size_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ULL; }
-  return h;
-}
-
+""" + runtime_drivers._READ_FILE + r"""
 /* LZO1X-999 at the level in x999_level, its output then re-optimized in place. */
 static int x999_level;
 static int x999(const lzo_bytep in, lzo_uint n, lzo_bytep out, lzo_uintp out_len,
