@@ -13,8 +13,9 @@ says whether they are.
 
 Memory layout: where code and data land changes cache and branch-predictor behaviour
 by a few tenths of a percent on its own. With --layouts=N (default 4) both sides are
-also linked N more times (objects shuffled, code and data moved by a padding object;
-no instruction changes) and run in each; the second table compares the means and
+also linked N more times (objects shuffled, code, constants and data moved by a
+padding object) and run in each with the stack moved too (no instruction changes; every
+run has the same fixed environment); the second table compares the means and
 calls a program slower or faster only when a rank-sum test over the layouts says so
 (p < 0.05), else "within layout noise". --layouts=0 measures the one layout only.
 Writes runtime_check.json and runtime_check.png (per-layout dots, mean bars) to --output.
