@@ -629,37 +629,35 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
           hw["default"] = c["perf"]
         print(f"runtime_check: {prog.name} (default) from {cached}", file=stream, flush=True)
     args = program_args(prog, inp, script, relative=True)
+    build_dirs = {}
     for variant, spec, w in (("default", None, None), ("policy", pol.spec, pol.arch.w)):
       g = guarded and variant == "policy"
-      build_dir = out / prog.name / ("guarded" if g else variant)
+      build_dirs[variant] = out / prog.name / ("guarded" if g else variant)
       if variant not in res:
         print(f"runtime_check: building {prog.name} ({'guarded' if g else variant})",
               file=stream, flush=True)
-        exe = build_program(prog, src, build_dir, problem, spec, w, jobs=jobs,
-                            llvm_version=llvm_version, guarded=g, clang_flags=clang_flags)
-        print(f"runtime_check: running {prog.name} ({variant}) under cachegrind",
-              file=stream, flush=True)
-        stdout, ev = cachegrind(_run_path(out, prog, variant, 0, exe), args, out,
-                                out / prog.name / f"cachegrind.{variant}")
-        res[variant] = (hashlib.sha256(stdout).hexdigest(), metrics(ev), len(stdout))
-        if use_perf:
-          hw[variant] = perf_stat(exe, args, out)
-      for i in range(len(lay[variant]) + 1, layouts + 1):
-        print(f"runtime_check: running {prog.name} ({variant}) in layout {i}/{layouts}",
-              file=stream, flush=True)
-        exe = relink_layout(prog, build_dir, i, llvm_version)
-        stdout, ev = cachegrind(_run_path(out, prog, variant, i, exe), args, out,
-                                out / prog.name / f"cachegrind.{variant}.layout-{i}",
-                                stack_shift=layout_padding(i)[3])
-        if hashlib.sha256(stdout).hexdigest() != res[variant][0]:
-          raise RuntimeError(f"{prog.name}: the {variant} build's output changes with its "
-                             f"memory layout ({exe}); refusing to report numbers")
-        lay[variant].append(metrics(ev))
-      if variant == "default":
-        cached.write_text(json.dumps({"key": key, "result": list(res[variant]),
-                                      "perf": hw.get(variant),
-                                      "layouts": lay["default"],
-                                      "layout_recipe": LAYOUT_RECIPE}) + "\n")
+        build_program(prog, src, build_dirs[variant], problem, spec, w, jobs=jobs,
+                      llvm_version=llvm_version, guarded=g, clang_flags=clang_flags)
+    # Every run still to make, both sides and every layout, `jobs` at a time: cachegrind
+    # is single-threaded and its counts do not depend on what else runs.
+    todo = [(v, 0) for v in ("default", "policy") if v not in res]
+    todo += [(v, i) for v in ("default", "policy")
+             for i in range(len(lay[v]) + 1, layouts + 1)]
+    runs = _measure(prog, out, build_dirs, todo, args, layouts, llvm_version, jobs, stream)
+    for v in ("default", "policy"):
+      if (v, 0) in runs:
+        res[v] = runs[v, 0]
+        if use_perf:   # natively, one at a time
+          hw[v] = perf_stat(build_dirs[v] / prog.name, args, out)
+      for i in range(len(lay[v]) + 1, layouts + 1):
+        if runs[v, i][0] != res[v][0]:
+          raise RuntimeError(f"{prog.name}: the {v} build's output changes with its memory "
+                             f"layout ({build_dirs[v] / f'layout-{i}'}); refusing to report "
+                             f"numbers")
+        lay[v].append(runs[v, i][1])
+    cached.write_text(json.dumps({"key": key, "result": list(res["default"]),
+                                  "perf": hw.get("default"), "layouts": lay["default"],
+                                  "layout_recipe": LAYOUT_RECIPE}) + "\n")
     same = res["default"][0] == res["policy"][0]
     if not same:
       raise RuntimeError(f"{prog.name}: the policy build's output differs from the default "
@@ -671,6 +669,28 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
     if hw:
       rows[-1]["perf"] = hw
   return rows
+
+
+def _measure(prog, out, build_dirs, todo, args, layouts, llvm_version, jobs,
+             stream) -> dict:
+  """{(variant, layout): (output sha256, metrics, output bytes)} for each run in `todo`,
+  `jobs` at a time: layout 0 is the plain link, layout i > 0 a relink (relink_layout) run
+  with its stack shift."""
+  def one(task):
+    variant, i = task
+    if i:
+      exe = relink_layout(prog, build_dirs[variant], i, llvm_version)
+      what, name = f"in layout {i}/{layouts}", f"cachegrind.{variant}.layout-{i}"
+    else:
+      exe = build_dirs[variant] / prog.name
+      what, name = "under cachegrind", f"cachegrind.{variant}"
+    print(f"runtime_check: running {prog.name} ({variant}) {what}", file=stream, flush=True)
+    stdout, ev = cachegrind(_run_path(out, prog, variant, i, exe), args, out,
+                            out / prog.name / name,
+                            stack_shift=layout_padding(i)[3] if i else 0)
+    return hashlib.sha256(stdout).hexdigest(), metrics(ev), len(stdout)
+  with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+    return dict(zip(todo, ex.map(one, todo)))
 
 
 def _run_path(out, prog: Program, variant: str, layout: int, exe) -> str:
