@@ -411,8 +411,9 @@ def layout_padding(layout: int) -> tuple:
   return tuple(rng.randrange(16, 4096, 16) for _ in range(3)) + (rng.randrange(8, 4096),)
 
 
-# Bumped whenever how a run is set up or what a layout varies changes: a cached default
-# build measured under an older recipe is built and measured again.
+# Part of the default build's cache key, bumped whenever how a run is set up or what a
+# layout varies changes: a default measured under an older recipe is built and measured
+# again.
 LAYOUT_RECIPE = 3
 
 
@@ -623,8 +624,7 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
       c = json.loads(cached.read_text())
       if c.get("key") == key:
         res["default"] = tuple(c["result"])
-        if c.get("layout_recipe") == LAYOUT_RECIPE:
-          lay["default"] = list(c.get("layouts", []))[:layouts]
+        lay["default"] = list(c.get("layouts", []))[:layouts]
         if c.get("perf"):
           hw["default"] = c["perf"]
         print(f"runtime_check: {prog.name} (default) from {cached}", file=stream, flush=True)
@@ -656,8 +656,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
                              f"numbers")
         lay[v].append(runs[v, i][1])
     cached.write_text(json.dumps({"key": key, "result": list(res["default"]),
-                                  "perf": hw.get("default"), "layouts": lay["default"],
-                                  "layout_recipe": LAYOUT_RECIPE}) + "\n")
+                                  "perf": hw.get("default"), "layouts": lay["default"]})
+                      + "\n")
     same = res["default"][0] == res["policy"][0]
     if not same:
       raise RuntimeError(f"{prog.name}: the policy build's output differs from the default "
