@@ -89,13 +89,13 @@ def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int =
       print(format_line(prows[-1]), file=plain_stream or stream, flush=True)
     rows.append(suite_row(name, s))
     print(format_line(rows[-1]), file=stream, flush=True)
-  report = _write(problem_name, policy, guarded, rows, out)
+  report = write_report(problem_name, policy, guarded, rows, out)
   if both:
-    report["plain"] = _write(problem_name, policy, False, prows, pout)
+    report["plain"] = write_report(problem_name, policy, False, prows, pout)
   return report
 
 
-def _write(problem_name, policy, guarded, rows, out) -> dict:
+def write_report(problem_name, policy, guarded, rows, out) -> dict:
   """generalization.json, .md and .png of one report in `out`; returns the report."""
   report = {"problem": problem_name, "policy": str(policy), "guarded": guarded,
             "suites": rows, "package_worse_pct": PACKAGE_WORSE_PCT}

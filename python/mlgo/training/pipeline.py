@@ -190,7 +190,7 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
   from mlgo import evaluation  # pylint: disable=import-outside-toplevel
   from mlgo.evaluation import generalization  # pylint: disable=import-outside-toplevel
   guarded = bool(cfg.guarded_report)
-  guarded_lines = []
+  guarded_rows = []
   if held:
     kw = dict(split="heldout", jobs=cfg.jobs, timeout=pcfg.compile_timeout,
               pool_kind=pcfg.pool)
@@ -199,7 +199,7 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
                               guarded=True, plain_output=out / "eval", plain_stream=stream,
                               stream=io.StringIO(), **kw)
       report["eval"] = s.pop("plain")
-      guarded_lines.append(generalization.format_line(generalization.suite_row("heldout", s)))
+      guarded_rows.append(generalization.suite_row("heldout", s))
     else:
       report["eval"] = evaluation.evaluate(problem_name, corpus, out / "policy", out / "eval",
                                            stream=stream, **kw)
@@ -216,9 +216,12 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
     plain = rep.get("plain", rep)
     report["unseen"] = [generalization.format_line(r) for r in plain["suites"]]
     if guarded:
-      guarded_lines += [generalization.format_line(r) for r in rep["suites"]]
+      guarded_rows += rep["suites"]
   if guarded:
-    report["guarded"] = ["guarded " + line for line in guarded_lines]
+    # One guarded report for held out and the unseen suites (out/guarded/generalization.md).
+    generalization.write_report(problem_name, out / "policy", True, guarded_rows,
+                                out / "guarded")
+    report["guarded"] = ["guarded " + generalization.format_line(r) for r in guarded_rows]
     for line in report["guarded"]:
       say(line)
   report["seconds"] = time.monotonic() - t_start

@@ -79,6 +79,7 @@ def test_pipeline(tiny, problem):
                                                       f"guarded {corpus.path.name}"]
   assert all("/0 " in l.split("keys_better/worse=")[1] for l in rep["guarded"])
   g = json.loads((out / "guarded" / "generalization.json").read_text())
+  assert [r["suite"] for r in g["suites"]] == ["heldout", corpus.path.name]
   assert g["guarded"] and all(r["keys_regressed"] == 0 and r["change_pct"] <= 0
                               for r in g["suites"])
   # The guarded held-out evaluation is of the run's own corpus (its 2 held-out modules),
