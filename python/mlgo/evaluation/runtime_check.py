@@ -666,6 +666,7 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
                  "default": res["default"][1], "policy": res["policy"][1]})
     if layouts:
       rows[-1]["layouts"] = {v: [res[v][1]] + lay[v] for v in ("default", "policy")}
+      rows[-1]["over_layouts"] = layout_summary(rows[-1])   # the verdict, in the JSON too
     if hw:
       rows[-1]["perf"] = hw
   return rows

@@ -144,6 +144,7 @@ def test_guarded_pgo_run_on_the_small_program(tmp_path, small_program):
     assert len(row["layouts"][side]) == 3 and row["layouts"][side][0] == row[side]
     assert len({m["cycles"] for m in row["layouts"][side]}) > 1, side  # the layout matters
   assert rc.layout_summary(row)["layouts"] == 3
+  assert row["over_layouts"] == rc.layout_summary(row)
   # A second run into the same dir asking for one layout more measures only that one on
   # the default side (its first three come from the cache).
   log = io.StringIO()
