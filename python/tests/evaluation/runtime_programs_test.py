@@ -231,3 +231,21 @@ def test_measured_runs_do_not_depend_on_the_callers_environment(tmp_path, small_
   assert counts[0] == counts[1]
   paths = {rc._run_path(work, p, v, i, exe) for v in ("default", "policy") for i in (0, 4)}
   assert len(paths) == 4 and len({len(x) for x in paths}) == 1
+
+
+def test_a_program_whose_output_follows_the_layout_is_refused(tmp_path, small_program,
+                                                              monkeypatch):
+  """Fault injection: a program that prints an address gives a different output in
+  another layout; runtime_check refuses to report and names the program and build."""
+  leaky = rc.Program(
+      "leaky", small_program.package, ["{gen}/leaky.c"], [], [], [], None, role="heldout",
+      workload="prints where its code is",
+      gen_files={"leaky.c": '#include <stdio.h>\nint main(void) { '
+                            'printf("%p\\n", (void *)&main); return 0; }\n'})
+  monkeypatch.setattr(rc, "PROGRAMS", rc.PROGRAMS + [leaky])
+  model = next(p for p in cli.runfile_candidates("models/regalloc_eviction")
+               if (p / "policy.json").exists())
+  with pytest.raises(RuntimeError, match=r"leaky: the \w+ build's output changes with its "
+                                         r"memory layout .*layout-1"):
+    rc.run("regalloc_eviction", model, tmp_path / "rc", programs=["leaky"], layouts=1,
+           stream=io.StringIO())
