@@ -1,4 +1,8 @@
-"""Small statistics shared by the reports (IR2Native, the block cost model, probes)."""
+"""Small statistics shared by the reports (IR2Native, the block cost model, probes,
+runtime_check's layouts)."""
+import itertools
+import math
+
 import numpy as np
 
 
@@ -29,8 +33,6 @@ def rank_sum_p(x, y, exact_up_to: int = 20) -> tuple:
   ways to split the pooled values into groups of len(x) and len(y) whose U statistic is
   at least (at most) the observed one. Exact by enumeration up to `exact_up_to` values in
   all, else the normal approximation (continuity-corrected, no tie correction)."""
-  import itertools  # pylint: disable=import-outside-toplevel
-  import math  # pylint: disable=import-outside-toplevel
   x, y = [float(v) for v in x], [float(v) for v in y]
   n, m = len(x), len(y)
   if not n or not m:
