@@ -21,7 +21,9 @@ calls a program slower or faster only when a rank-sum test over the layouts says
 Writes runtime_check.json and runtime_check.png (per-layout dots, mean bars) to --output.
 
 Programs (role "model": profiles may fit a performance model; role "heldout": from
-@unseen/@extra packages, never used to train a model or a policy):
+@unseen/@extra packages, never used to train a model or a policy; role "reserve": held
+out and not yet run with any policy, kept to judge a rule written down first; they run
+only when named or with --role=reserve):
 {programs}
 """
 import argparse

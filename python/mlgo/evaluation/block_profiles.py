@@ -73,11 +73,7 @@ def collect(problem: str, out_dir, *, policy_dir=None, programs=None, role=None,
     raise ValueError(f"variants {variants} need a --policy")
   summary_path = out / "summary.json"
   summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-  for prog in rc.PROGRAMS:
-    if programs and prog.name not in programs:
-      continue
-    if role and getattr(prog, "role", None) != role:
-      continue
+  for prog in rc.select(programs, role):
     prog, src = rc.prepare_program(prog, out)
     want_hash = None
     for variant in variants:

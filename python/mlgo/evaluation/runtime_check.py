@@ -17,6 +17,9 @@ has a role:
   model    its profiles may be used to fit a performance model (packages of the
            default corpus set, or others outside @extra/@unseen)
   heldout  never used to train a model or a policy (packages of @unseen or @extra only)
+  reserve  held out too, and no policy has been run on them yet: kept to judge a rule
+           written down first. `select` leaves them out unless asked for by name or by
+           role, so a routine run does not use them up.
 `programs(role)` lists them; `describe()` prints the table.
 Hardware counters: when `perf stat` can count instructions (perf_available), each build
 also runs once natively under perf; otherwise that is skipped and said so.
@@ -74,7 +77,7 @@ print(fib(22), acc, table.concat(parts, ","), c(), s, string.format("%.3f", math
 """
 
 
-ROLES = ("model", "heldout")
+ROLES = ("model", "heldout", "reserve")
 
 
 @dataclasses.dataclass
@@ -272,7 +275,7 @@ PROGRAMS = [
 
 
 def programs(role=None) -> list:
-  """The programs of one role ("model", "heldout"), or all of them."""
+  """The programs of one role (ROLES), or all of them."""
   if role is not None and role not in ROLES:
     raise ValueError(f"unknown role {role!r}; known: {', '.join(ROLES)}")
   return [p for p in PROGRAMS if role is None or p.role == role]
@@ -572,12 +575,15 @@ def perf_stat(exe, args, cwd, events=("instructions", "cycles")) -> dict:
 
 
 def select(names=None, role=None) -> list:
-  """PROGRAMS restricted to `names` (unknown names are an error) and to `role`."""
+  """PROGRAMS restricted to `names` (unknown names are an error) and to `role`; with
+  neither, every program but the reserve."""
   known = {p.name for p in PROGRAMS}
   unknown = [n for n in (names or ()) if n not in known]
   if unknown:
     raise ValueError(f"unknown programs {unknown}; known: {', '.join(sorted(known))}")
-  return [p for p in programs(role) if not names or p.name in names]
+  if names:
+    return [p for p in programs(role) if p.name in names]
+  return [p for p in programs(role) if role is not None or p.role != "reserve"]
 
 
 def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: int = 2,

@@ -25,7 +25,7 @@ def test_table_invariants():
   assert len(model) >= 8 and len(heldout) >= 6
   assert {"lua", "bzip2", "lz4"} <= {p.name for p in model}
   assert {"xxhsum", "libdeflate-gzip"} <= {p.name for p in heldout}
-  for p in heldout:  # never code the default corpus (and so a policy) was trained on
+  for p in heldout + rc.programs("reserve"):  # never code a policy was trained on
     assert p.package in sources.UNSEEN_PACKAGES + sources.EXTRA_PACKAGES, p.name
     assert p.package not in sources.DEFAULT_PACKAGES, p.name
   for p in model:
@@ -36,10 +36,20 @@ def test_table_invariants():
   assert any(p.cxx for p in heldout)
 
 
-def test_programs_by_role_and_selection():
+def test_programs_by_role_and_selection(monkeypatch):
   assert rc.programs() == rc.PROGRAMS
-  assert (sorted(p.name for p in rc.programs("model") + rc.programs("heldout"))
+  assert (sorted(p.name for r in rc.ROLES for p in rc.programs(r))
           == sorted(p.name for p in rc.PROGRAMS))
+  # Reserve programs run only when asked for, by name or by role.
+  spare = rc.Program("spare", "xxhash", ["x.c"], [], [], ["{input}"], None, role="reserve",
+                     workload="a stand-in")
+  monkeypatch.setattr(rc, "PROGRAMS", rc.PROGRAMS + [spare])
+  assert "spare" not in [p.name for p in rc.select()]
+  assert "spare" not in [p.name for p in rc.select(role="heldout")]
+  assert [p.name for p in rc.select(role="reserve")][-1] == "spare"
+  assert [p.name for p in rc.select(["spare", "lua"])] == ["lua", "spare"]
+  assert len(rc.select()) == len(rc.PROGRAMS) - len(rc.programs("reserve"))
+  monkeypatch.undo()
   with pytest.raises(ValueError, match="unknown role"):
     rc.programs("training")
   assert [p.name for p in rc.select(["cmark", "lua"], role="heldout")] == ["cmark"]
