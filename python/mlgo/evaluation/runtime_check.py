@@ -271,6 +271,24 @@ PROGRAMS = [
             workload="our C++ driver: a dozen regexes per line (partial, full, consume), "
                      "find/replace/extract over the generated text, RE2::Set per line",
             gen_files={"re2_run.cc": runtime_drivers_heldout.RE2_DRIVER}),
+    # Reserve (added 2026-11-26, not yet run with any policy): for a rule written first.
+    Program("tinyxml", "tinyxml",
+            ["tinyxml.cpp", "tinyxmlparser.cpp", "tinyxmlerror.cpp", "{gen}/tinyxml_run.cpp"],
+            ["-I.", "-DTIXML_USE_STL"], [], ["{work}/doc.xml", "2"], None, role="reserve",
+            cxx=True,
+            workload="our C++ driver: the XML catalog parsed, walked, queried, edited, "
+                     "printed and parsed back (2 rounds)",
+            gen_files={"tinyxml_run.cpp": runtime_drivers_heldout.TINYXML_DRIVER}),
+    # About a third of png's instructions are libpng's; the rest is the system zlib.
+    Program("png", "libpng1.6",
+            _c("png pngerror pngget pngmem pngpread pngread pngrio pngrtran pngrutil pngset "
+               "pngtrans pngwio pngwrite pngwtran pngwutil") + ["{gen}/png_run.c"],
+            ["-I.", "-DPNG_INTEL_SSE_OPT=0", "-DPNG_ARM_NEON_OPT=0", "-DPNG_MIPS_MSA_OPT=0",
+             "-DPNG_POWERPC_VSX_OPT=0"], ["-lz", "-lm"], ["96", "2"], None, role="reserve",
+            workload="our driver: generated images of every PNG colour type encoded in "
+                     "memory with every filter, decoded four ways and checked (2 rounds)",
+            gen_files={"png_run.c": runtime_drivers_heldout.PNG_DRIVER},
+            gen_copies={"pnglibconf.h": "scripts/pnglibconf.h.prebuilt"}),
 ]
 
 

@@ -1,7 +1,7 @@
-"""Project-written drivers for runtime_check's held-out programs from @extra packages
-(lzo2, giflib, double-conversion, re2): each calls its library on a generated workload and
-prints counts and checksums, never addresses, so its output is the same in every build
-and memory layout. runtime_check writes these texts into the program's generated-file
+"""Project-written drivers for runtime_check's held-out and reserve programs from @extra
+packages (lzo2, giflib, double-conversion, re2; reserve: tinyxml, libpng1.6): each calls
+its library on a generated workload and prints counts and checksums, never addresses, so
+its output is the same in every build and memory layout. runtime_check writes these texts into the program's generated-file
 directory; nothing here is third-party code. (The other drivers: runtime_drivers.)
 """
 from mlgo.evaluation import runtime_drivers
@@ -1623,5 +1623,1118 @@ int main(int argc, char** argv) {
   for (uint64_t x : {h1.h, h2.h, h4.h, h5.h, h6.h, h7.h, h8.h}) all.Add(&x, sizeof x);
   std::printf("checksum %016llx\n", (unsigned long long)all.h);
   return 0;
+}
+"""
+
+
+TINYXML_DRIVER = r"""// mlgo runtime_check driver for TinyXML (2.6, STL build as in Debian). A product catalog
+// goes through ROUNDS rounds: it is parsed (from the file, then from the previous round's
+// text), walked by a visitor and by hand, queried (stock, prices, tags, handles), edited
+// (attributes set and removed, items removed, cloned and moved, children added, replaced
+// and dropped, text rewritten), printed with TiXmlPrinter (indented, or as a stream),
+// parsed again and compared node by node with the edited tree; some single items also go
+// through operator<< and operator>> (the stream parser). A few broken snippets exercise
+// the error reporting. Counts and FNV-1a checksums of the printed texts are written; no
+// addresses. Usage: tinyxml_run FILE.xml ROUNDS
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tinyxml.h"
+
+namespace {
+
+struct Fnv {
+  uint64_t h = 1469598103934665603ULL;
+  void Bytes(const char* s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+      h ^= static_cast<unsigned char>(s[i]);
+      h *= 1099511628211ULL;
+    }
+  }
+  void Str(const char* s) {
+    Bytes(s, std::strlen(s));
+    h ^= 0xff;
+    h *= 1099511628211ULL;
+  }
+  void Str(const std::string& s) {
+    Bytes(s.data(), s.size());
+    h ^= 0xff;
+    h *= 1099511628211ULL;
+  }
+  void Num(long long v) {
+    char buf[32];
+    int n = std::snprintf(buf, sizeof buf, "%lld", v);
+    Bytes(buf, static_cast<size_t>(n));
+    h ^= 0xfe;
+    h *= 1099511628211ULL;
+  }
+};
+
+// Counts every kind of node, hashes names, attribute pairs and texts in document order.
+class Census : public TiXmlVisitor {
+ public:
+  long elements = 0, attributes = 0, texts = 0, cdata = 0, comments = 0, unknowns = 0,
+       decls = 0, text_bytes = 0;
+  int depth = 0, max_depth = 0;
+  Fnv fnv;
+
+  bool VisitEnter(const TiXmlDocument&) override { return true; }
+  bool VisitEnter(const TiXmlElement& e, const TiXmlAttribute* a) override {
+    elements++;
+    if (++depth > max_depth) max_depth = depth;
+    fnv.Str(e.ValueStr());
+    for (; a; a = a->Next()) {
+      attributes++;
+      fnv.Str(a->Name());
+      fnv.Str(a->ValueStr());
+    }
+    return true;
+  }
+  bool VisitExit(const TiXmlElement&) override {
+    depth--;
+    fnv.Num(-1);
+    return true;
+  }
+  bool Visit(const TiXmlDeclaration& d) override {
+    decls++;
+    fnv.Str(d.Version());
+    fnv.Str(d.Encoding());
+    return true;
+  }
+  bool Visit(const TiXmlText& t) override {
+    if (t.CDATA()) cdata++; else texts++;
+    text_bytes += static_cast<long>(t.ValueStr().size());
+    fnv.Str(t.ValueStr());
+    return true;
+  }
+  bool Visit(const TiXmlComment& c) override {
+    comments++;
+    fnv.Str(c.ValueStr());
+    return true;
+  }
+  bool Visit(const TiXmlUnknown& u) override {
+    unknowns++;
+    fnv.Str(u.ValueStr());
+    return true;
+  }
+  void Print(const char* what) const {
+    std::printf("  %s: elements %ld attributes %ld texts %ld cdata %ld comments %ld "
+                "unknowns %ld decls %ld text-bytes %ld depth %d hash %016llx\n",
+                what, elements, attributes, texts, cdata, comments, unknowns, decls,
+                text_bytes, max_depth, static_cast<unsigned long long>(fnv.h));
+  }
+};
+
+// The same figures gathered without the visitor, by following child and sibling links.
+void Walk(const TiXmlNode* n, long* nodes, long* attrs, long* chars) {
+  for (const TiXmlNode* c = n->FirstChild(); c; c = c->NextSibling()) {
+    (*nodes)++;
+    *chars += static_cast<long>(c->ValueStr().size());
+    if (const TiXmlElement* e = c->ToElement()) {
+      for (const TiXmlAttribute* a = e->FirstAttribute(); a; a = a->Next()) (*attrs)++;
+      Walk(c, nodes, attrs, chars);
+    }
+  }
+}
+
+// Node-by-node comparison; counts the nodes visited and the first few differences.
+long Compare(const TiXmlNode* a, const TiXmlNode* b, long* visited) {
+  (*visited)++;
+  if (a->Type() != b->Type()) return 1;
+  // A document's value is the name of the file it came from; not part of the content.
+  if (!a->ToDocument() && a->ValueStr() != b->ValueStr()) return 1;
+  if (a->ToText() && a->ToText()->CDATA() != b->ToText()->CDATA()) return 1;
+  if (const TiXmlElement* ea = a->ToElement()) {
+    const TiXmlAttribute* x = ea->FirstAttribute();
+    const TiXmlAttribute* y = b->ToElement()->FirstAttribute();
+    for (; x && y; x = x->Next(), y = y->Next())
+      if (std::strcmp(x->Name(), y->Name()) != 0 || x->ValueStr() != y->ValueStr()) return 1;
+    if (x || y) return 1;
+  }
+  long diffs = 0;
+  const TiXmlNode* ca = a->FirstChild();
+  const TiXmlNode* cb = b->FirstChild();
+  for (; ca && cb; ca = ca->NextSibling(), cb = cb->NextSibling()) {
+    diffs += Compare(ca, cb, visited);
+    if (diffs > 3) return diffs;
+  }
+  if (ca || cb) diffs++;
+  return diffs;
+}
+
+int IdNumber(const TiXmlElement* item) {
+  const char* id = item->Attribute("id");
+  return id && id[0] ? std::atoi(id + 1) : -1;
+}
+
+long long Cents(const TiXmlElement* price) {
+  const char* t = price ? price->GetText() : nullptr;
+  return t ? std::llround(std::atof(t) * 100.0) : 0;
+}
+
+// Appends the text of every text node under n (mixed content flattened).
+void InnerText(const TiXmlNode* n, std::string* out) {
+  for (const TiXmlNode* c = n->FirstChild(); c; c = c->NextSibling()) {
+    if (const TiXmlText* t = c->ToText()) {
+      if (!out->empty()) out->push_back(' ');
+      out->append(t->ValueStr());
+    } else if (c->ToElement()) {
+      InnerText(c, out);
+    }
+  }
+}
+
+struct Query {
+  long categories = 0, items = 0, stock = 0, tags = 0, blue = 0, bold = 0, featured = 0,
+       notes = 0, words = 0;
+  long long value_cents = 0, price_cents = 0;
+  Fnv names;
+};
+
+Query Survey(TiXmlDocument& doc) {
+  Query q;
+  TiXmlElement* root = doc.RootElement();
+  for (TiXmlElement* cat = root->FirstChildElement("category"); cat;
+       cat = cat->NextSiblingElement("category")) {
+    q.categories++;
+    for (TiXmlElement* item = cat->FirstChildElement("item"); item;
+         item = item->NextSiblingElement("item")) {
+      q.items++;
+      int stock = 0;
+      if (item->QueryIntAttribute("stock", &stock) == TIXML_SUCCESS) q.stock += stock;
+      long long cents = Cents(item->FirstChildElement("price"));
+      q.price_cents += cents;
+      q.value_cents += cents * stock;
+      std::string featured;
+      if (item->QueryValueAttribute(std::string("x:featured"), &featured) == TIXML_SUCCESS &&
+          featured == "yes")
+        q.featured++;
+      if (const TiXmlElement* name = item->FirstChildElement("name"))
+        if (name->GetText()) q.names.Str(name->GetText());
+      if (TiXmlElement* tags = item->FirstChildElement("tags"))
+        for (TiXmlElement* t = tags->FirstChildElement(); t; t = t->NextSiblingElement()) {
+          q.tags++;
+          if (t->GetText() && std::strcmp(t->GetText(), "blue") == 0) q.blue++;
+        }
+      if (const TiXmlElement* d = item->FirstChildElement("description")) {
+        for (const TiXmlElement* b = d->FirstChildElement("b"); b;
+             b = b->NextSiblingElement("b"))
+          q.bold++;
+        std::string text;
+        InnerText(d, &text);
+        bool in_word = false;
+        for (char ch : text) {
+          bool w = ch != ' ';
+          if (w && !in_word) q.words++;
+          in_word = w;
+        }
+      }
+      if (item->FirstChild("notes")) q.notes++;
+    }
+  }
+  return q;
+}
+
+void PrintQuery(const Query& q) {
+  std::printf("  query: categories %ld items %ld stock %ld price %lld.%02lld value %lld.%02lld "
+              "tags %ld blue %ld bold %ld featured %ld notes %ld words %ld names %016llx\n",
+              q.categories, q.items, q.stock, q.price_cents / 100, q.price_cents % 100,
+              q.value_cents / 100, q.value_cents % 100, q.tags, q.blue, q.bold, q.featured,
+              q.notes, q.words, static_cast<unsigned long long>(q.names.h));
+}
+
+// Handle chains into the tree at a spread of positions.
+void Probe(TiXmlDocument& doc, Fnv* fnv) {
+  TiXmlHandle h(&doc);
+  TiXmlHandle catalog = h.FirstChildElement("catalog");
+  long found = 0, missing = 0;
+  for (int c = 0; c < 140; c += 2) {
+    for (int i = 0; i < 24; i += 3) {
+      TiXmlElement* price =
+          catalog.ChildElement("category", c).ChildElement("item", i).FirstChild("price")
+              .ToElement();
+      if (!price) {
+        missing++;
+        continue;
+      }
+      found++;
+      fnv->Num(Cents(price));
+      const char* cur = price->Attribute("currency");
+      fnv->Str(cur ? cur : "-");
+    }
+  }
+  std::printf("  handles: found %ld missing %ld hash %016llx\n", found, missing,
+              static_cast<unsigned long long>(fnv->h));
+}
+
+struct Edits {
+  long removed = 0, cloned = 0, attrs_set = 0, attrs_removed = 0, added = 0, dropped = 0,
+       replaced = 0, renamed = 0, moved = 0;
+};
+
+// One round of edits; what changes depends on the round number.
+Edits Edit(TiXmlDocument& doc, int round) {
+  Edits e;
+  TiXmlElement* root = doc.RootElement();
+  root->SetAttribute("round", round);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "r%d", round);
+  TiXmlElement fresh("category");
+  fresh.SetAttribute("id", buf);
+  fresh.SetAttribute(std::string("name"), std::string("copies of round ") + buf);
+  TiXmlElement* extra = root->InsertEndChild(fresh)->ToElement();
+  int ordinal = 0;
+  for (TiXmlElement* cat = root->FirstChildElement("category"); cat;) {
+    TiXmlElement* next_cat = cat->NextSiblingElement("category");
+    if (cat == extra) break;
+    if (round == 0) {
+      TiXmlComment note;
+      std::snprintf(buf, sizeof buf, " category %d ", ordinal);
+      note.SetValue(buf);
+      root->InsertBeforeChild(cat, note);
+      e.added++;
+    }
+    for (TiXmlElement* item = cat->FirstChildElement("item"); item;) {
+      TiXmlElement* next = item->NextSiblingElement("item");
+      int id = IdNumber(item);
+      int stock = 0;
+      item->QueryIntAttribute("stock", &stock);
+      long long cents = Cents(item->FirstChildElement("price"));
+      if ((round == 0 && stock == 0) || (round > 0 && (id * 7 + round) % 31 == 0)) {
+        cat->RemoveChild(item);
+        e.removed++;
+        item = next;
+        continue;
+      }
+      if ((id + round) % 17 == 0) {
+        // A copy goes to this round's category under a new id; the original moves to
+        // the front of its own category.
+        TiXmlNode* copy = item->Clone();
+        std::snprintf(buf, sizeof buf, "i%d", id + 100000 * (round + 1));
+        copy->ToElement()->SetAttribute("id", buf);
+        extra->LinkEndChild(copy);
+        e.cloned++;
+        if (cat->FirstChild() != item) {
+          TiXmlNode* moved = cat->InsertBeforeChild(cat->FirstChild(), *item);
+          cat->RemoveChild(item);
+          item = moved->ToElement();
+          e.moved++;
+        }
+      }
+      stock = (stock * 5 + round + 1) % 100;
+      item->SetAttribute("stock", stock);
+      item->SetAttribute("value", static_cast<int>((cents * stock) / 100));
+      if (id % 3 == round % 3) {
+        item->SetDoubleAttribute("ratio", cents ? stock * 100.0 / cents : 0.0);
+        e.attrs_set++;
+      } else if (item->Attribute("ratio")) {
+        item->RemoveAttribute("ratio");
+        e.attrs_removed++;
+      }
+      e.attrs_set += 2;
+      if ((id + round) % 4 == 0 && item->Attribute("sku")) {
+        item->RemoveAttribute("sku");
+        e.attrs_removed++;
+      }
+      if (round == 1 && item->Attribute("x:featured")) {
+        item->RemoveAttribute(std::string("x:featured"));
+        e.attrs_removed++;
+      }
+      // A history entry per round; the entries of earlier rounds are dropped.
+      TiXmlElement* hist = new TiXmlElement("history");
+      hist->SetAttribute("round", round);
+      hist->SetAttribute("stock", stock);
+      std::snprintf(buf, sizeof buf, "round %d stock %d & value < %lld", round, stock,
+                    (cents * stock) / 100);
+      hist->LinkEndChild(new TiXmlText(buf));
+      item->LinkEndChild(hist);
+      e.added++;
+      for (TiXmlElement* old = item->FirstChildElement("history"); old;) {
+        TiXmlElement* nh = old->NextSiblingElement("history");
+        int r = -1;
+        old->QueryIntAttribute("round", &r);
+        if (r >= 0 && r < round) {
+          item->RemoveChild(old);
+          e.dropped++;
+        }
+        old = nh;
+      }
+      // Tag texts: one colour renamed per round; CDATA notes become plain text in
+      // round 1 (escaped on output from then on).
+      if (TiXmlElement* tags = item->FirstChildElement("tags")) {
+        static const char* kFrom[] = {"blue", "navy", "red", "crimson"};
+        static const char* kTo[] = {"navy", "blue", "crimson", "red"};
+        for (TiXmlElement* t = tags->FirstChildElement("tag"); t;
+             t = t->NextSiblingElement("tag")) {
+          TiXmlText* txt = t->FirstChild() ? t->FirstChild()->ToText() : nullptr;
+          if (txt && txt->ValueStr() == kFrom[round % 4]) {
+            txt->SetValue(kTo[round % 4]);
+            e.renamed++;
+          }
+        }
+        if ((id + round) % 11 == 0) {
+          TiXmlElement tag("tag");
+          tag.LinkEndChild(new TiXmlText(round % 2 ? "sale" : "new"));
+          tags->InsertAfterChild(tags->FirstChild(), tag);
+          e.added++;
+        }
+      }
+      if (round == 1)
+        if (TiXmlElement* notes = item->FirstChildElement("notes"))
+          if (TiXmlNode* c = notes->FirstChild())
+            if (c->ToText() && c->ToText()->CDATA()) {
+              TiXmlText plain(c->ValueStr());
+              notes->ReplaceChild(c, plain);
+              e.replaced++;
+            }
+      // Comments and processing instructions inside items go in round 1.
+      if (round == 1)
+        for (TiXmlNode* c = item->FirstChild(); c;) {
+          TiXmlNode* nc = c->NextSibling();
+          if (c->ToComment() || c->ToUnknown()) {
+            item->RemoveChild(c);
+            e.dropped++;
+          }
+          c = nc;
+        }
+      if (round == 1 && id % 2 == 0)
+        if (TiXmlElement* name = item->FirstChildElement("name")) {
+          name->SetValue("title");
+          e.renamed++;
+        }
+      item = next;
+    }
+    ordinal++;
+    cat = next_cat;
+  }
+  std::printf("  edits: removed %ld cloned %ld moved %ld attrs set %ld removed %ld added %ld "
+              "dropped %ld replaced %ld renamed %ld\n",
+              e.removed, e.cloned, e.moved, e.attrs_set, e.attrs_removed, e.added, e.dropped,
+              e.replaced, e.renamed);
+  return e;
+}
+
+// Every 16th item printed on its own and read back through operator>> (the stream
+// parser), then compared with the original.
+long StreamItems(const TiXmlDocument& doc, int round) {
+  long items = 0, bytes = 0, visited = 0, diffs = 0;
+  int k = round;
+  for (const TiXmlElement* cat = doc.RootElement()->FirstChildElement("category"); cat;
+       cat = cat->NextSiblingElement("category"))
+    for (const TiXmlElement* item = cat->FirstChildElement("item"); item;
+         item = item->NextSiblingElement("item")) {
+      if (k++ % 16 != 0) continue;
+      std::string text;
+      text << *item;
+      std::istringstream in(text);
+      TiXmlElement back("");
+      in >> back;
+      items++;
+      bytes += static_cast<long>(text.size());
+      diffs += Compare(item, &back, &visited);
+    }
+  std::printf("  streamed: items %ld bytes %ld visited %ld diffs %ld\n", items, bytes, visited,
+              diffs);
+  return diffs;
+}
+
+std::string Print(const TiXmlDocument& doc, int round) {
+  if (round % 2 == 1) {
+    std::string out;
+    out << doc;  // stream printing: no indentation, no line breaks
+    return out;
+  }
+  TiXmlPrinter printer;
+  printer.SetIndent(round % 4 == 0 ? "  " : "\t");
+  printer.SetLineBreak(round % 4 == 0 ? "\n" : "\r\n");
+  doc.Accept(&printer);
+  return std::string(printer.CStr(), printer.Size());
+}
+
+bool Check(const TiXmlDocument& doc, const char* what) {
+  if (!doc.Error()) return true;
+  std::printf("%s: error %d (%s) at %d:%d\n", what, doc.ErrorId(), doc.ErrorDesc(),
+              doc.ErrorRow(), doc.ErrorCol());
+  return false;
+}
+
+void Errors() {
+  static const char* kBroken[] = {
+      "<a><b></a>", "<a x='1' x='2'/>", "<a>text", "<!-- open", "<a x=1/>",
+      "", "<a><![CDATA[never closed</a>", "<?xml version='1.0'?><a>&bogus;</a>",
+      "<a>\n<b>\n</c></a>", "<a b='&#x;'/>", "<root><x y=\"1\"></x><x y=\"2\"/></root>"};
+  Fnv fnv;
+  int ok = 0;
+  for (const char* s : kBroken) {
+    TiXmlDocument d;
+    d.Parse(s);
+    if (!d.Error()) {
+      ok++;
+      std::string out;
+      out << d;
+      fnv.Str(out);
+      continue;
+    }
+    fnv.Num(d.ErrorId());
+    fnv.Str(d.ErrorDesc());
+    fnv.Num(d.ErrorRow());
+    fnv.Num(d.ErrorCol());
+  }
+  std::printf("broken snippets: %zu parsed %d hash %016llx\n",
+              sizeof kBroken / sizeof kBroken[0], ok, static_cast<unsigned long long>(fnv.h));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s FILE.xml ROUNDS\n", argv[0]);
+    return 2;
+  }
+  int rounds = std::atoi(argv[2]);
+  TiXmlDocument doc;
+  if (!doc.LoadFile(argv[1], TIXML_ENCODING_UTF8) || !Check(doc, "load")) return 1;
+  Fnv all;
+  long total_diffs = 0;
+  for (int round = 0; round < rounds; round++) {
+    std::printf("round %d\n", round);
+    Census before;
+    doc.Accept(&before);
+    before.Print("parsed");
+    long nodes = 0, attrs = 0, chars = 0;
+    Walk(&doc, &nodes, &attrs, &chars);
+    std::printf("  walk: nodes %ld attributes %ld value-bytes %ld\n", nodes, attrs, chars);
+    PrintQuery(Survey(doc));
+    Fnv probe;
+    Probe(doc, &probe);
+    Edit(doc, round);
+    total_diffs += StreamItems(doc, round);
+    Census after;
+    doc.Accept(&after);
+    after.Print("edited");
+    // A copy of the whole document must match it node for node.
+    TiXmlDocument copy(doc);
+    long visited = 0;
+    long diffs = Compare(&doc, &copy, &visited);
+    std::printf("  copy: visited %ld diffs %ld\n", visited, diffs);
+    total_diffs += diffs;
+    std::string text = Print(doc, round);
+    Fnv tf;
+    tf.Str(text);
+    all.Str(text);
+    std::printf("  printed: %zu bytes hash %016llx\n", text.size(),
+                static_cast<unsigned long long>(tf.h));
+    TiXmlDocument again;
+    again.Parse(text.c_str(), nullptr, TIXML_ENCODING_UTF8);
+    if (!Check(again, "reparse")) return 1;
+    visited = 0;
+    diffs = Compare(&doc, &again, &visited);
+    std::string text2 = Print(again, round);
+    bool same = text2 == text;
+    std::printf("  reparsed: visited %ld diffs %ld text %s\n", visited, diffs,
+                same ? "identical" : "DIFFERENT");
+    total_diffs += diffs + (same ? 0 : 1);
+    // The next round starts from the reparsed document.
+    doc = again;
+  }
+  Errors();
+  std::printf("rounds %d differences %ld all-text hash %016llx\n", rounds, total_diffs,
+              static_cast<unsigned long long>(all.h));
+  return total_diffs == 0 ? 0 : 3;
+}
+"""
+
+
+PNG_DRIVER = r"""/* mlgo runtime_check driver for libpng: draws a set of deterministic test images in
+   memory (8-bit RGB with an odd width, RGBA, 16-bit gray, 16-bit RGBA, gray+alpha,
+   1/2/4-bit gray and 4/8-bit palettes with transparency), each a mix of gradients,
+   rings, flat tiles, an XOR texture and bands of noise from a fixed-seed LCG. Every
+   image is encoded to PNG in memory (png_set_write_fn into a growing buffer) with each
+   filter choice, with and without Adam7 interlacing, at several zlib levels and
+   strategies, with text, time, gamma and pHYs chunks. Each encoding is read back with
+   the sequential reader and compared pixel for pixel; some also with the progressive
+   reader fed in uneven pieces, and with expansion to RGBA8 (checked against our own
+   conversion) or with gray/gamma/16-bit transforms (hashed). The simplified API writes
+   and reads some images again (exact RGBA, composited BGR, linear 16-bit, colormapped).
+   A corrupted file must fail with a CRC error. Prints sizes and FNV-1a hashes.
+   Usage: png_run SIZE ROUNDS */
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+#include "png.h"
+
+#define FNV_START 1469598103934665603ULL
+static unsigned long long fnv1a(const void *p, size_t n, unsigned long long h) {
+  const unsigned char *s = p;
+  for (size_t i = 0; i < n; i++) { h ^= s[i]; h *= 1099511628211ULL; }
+  return h;
+}
+
+static unsigned int rng_state;
+static unsigned int rnd(void) {
+  rng_state = rng_state * 1664525u + 1013904223u;
+  return rng_state >> 8;
+}
+
+static int warnings;
+static void on_error(png_structp p, png_const_charp msg) {
+  /* Expected only for the corrupted file; the caller's setjmp catches it. */
+  char *last = png_get_error_ptr(p);
+  if (last) snprintf(last, 200, "%s", msg);
+  png_longjmp(p, 1);
+}
+static void on_warning(png_structp p, png_const_charp msg) {
+  (void)p;
+  warnings++;
+  fprintf(stderr, "png_run: warning: %s\n", msg);
+}
+
+static void *xmalloc(size_t n) {
+  void *q = calloc(1, n ? n : 1);
+  if (!q) { fprintf(stderr, "png_run: out of memory\n"); exit(1); }
+  return q;
+}
+
+/* ---- memory streams ---- */
+typedef struct { unsigned char *data; size_t len, cap; } Buf;
+typedef struct { const unsigned char *data; size_t len, pos; } Src;
+
+static void buf_write(png_structp p, png_bytep data, size_t n) {
+  Buf *b = png_get_io_ptr(p);
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 8192;
+    while (cap < b->len + n) cap *= 2;
+    unsigned char *d = realloc(b->data, cap);
+    if (!d) png_error(p, "sink: out of memory");
+    b->data = d;
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, data, n);
+  b->len += n;
+}
+static void buf_flush(png_structp p) { (void)p; }
+
+static void src_read(png_structp p, png_bytep out, size_t n) {
+  Src *s = png_get_io_ptr(p);
+  if (n > s->len - s->pos) png_error(p, "source: read past the end");
+  memcpy(out, s->data + s->pos, n);
+  s->pos += n;
+}
+
+/* ---- images ---- */
+typedef struct {
+  const char *name;
+  int w, h, ct, bd, ch;
+  size_t rb;
+  unsigned char *px;
+  png_color pal[256];
+  int npal;
+  png_byte trns[256];
+  int ntrns;
+} Img;
+
+static int channels_of(int ct) {
+  switch (ct) {
+    case PNG_COLOR_TYPE_GRAY: case PNG_COLOR_TYPE_PALETTE: return 1;
+    case PNG_COLOR_TYPE_GRAY_ALPHA: return 2;
+    case PNG_COLOR_TYPE_RGB: return 3;
+    default: return 4;
+  }
+}
+
+static void put(Img *im, int x, int y, int c, unsigned v) {
+  unsigned char *row = im->px + (size_t)y * im->rb;
+  size_t s = (size_t)x * im->ch + c;
+  if (im->bd == 16) { row[2 * s] = (unsigned char)(v >> 8); row[2 * s + 1] = (unsigned char)v; }
+  else if (im->bd == 8) row[s] = (unsigned char)v;
+  else {
+    size_t bit = s * im->bd;
+    int shift = 8 - im->bd - (int)(bit & 7);
+    unsigned mask = ((1u << im->bd) - 1) << shift;
+    row[bit >> 3] = (unsigned char)((row[bit >> 3] & ~mask) | ((v << shift) & mask));
+  }
+}
+
+static unsigned get(const Img *im, int x, int y, int c) {
+  const unsigned char *row = im->px + (size_t)y * im->rb;
+  size_t s = (size_t)x * im->ch + c;
+  if (im->bd == 16) return (unsigned)row[2 * s] << 8 | row[2 * s + 1];
+  if (im->bd == 8) return row[s];
+  size_t bit = s * im->bd;
+  int shift = 8 - im->bd - (int)(bit & 7);
+  return (row[bit >> 3] >> shift) & ((1u << im->bd) - 1);
+}
+
+/* One 16-bit sample of the scene: channel c at (x, y) of a W x H canvas. */
+static unsigned scene(int x, int y, int c, int W, int H, int seed) {
+  unsigned v;
+  switch (c & 3) {
+    case 0: v = (unsigned)(x * 65535 / (W - 1)); break;
+    case 1: v = (unsigned)(y * 65535 / (H - 1)); break;
+    case 2: v = (unsigned)(((x ^ (y + seed)) & 63) * 1040); break;
+    default: v = 65535u - (unsigned)((x + y) * 65535 / (W + H - 2)); break;
+  }
+  int dx = x - W / 3 - seed % 7, dy = y - H / 2, d2 = dx * dx + dy * dy;
+  if ((d2 / (2 * W + 7)) % 3 == 0) v = 65535u - v;
+  if (x > W / 2 && y < H / 3) v = (((x >> 4) + (y >> 4) + c) & 1) ? 0xc350u : 0x2710u;
+  if ((y + 3 * seed) % 53 < 6 && c != 3) v ^= rnd() & 0xffffu;
+  return v & 0xffffu;
+}
+
+static Img *make_image(const char *name, int w, int h, int ct, int bd, int seed) {
+  Img *im = xmalloc(sizeof *im);
+  im->name = name; im->w = w; im->h = h; im->ct = ct; im->bd = bd;
+  im->ch = channels_of(ct);
+  im->rb = ((size_t)w * im->ch * bd + 7) / 8;
+  im->px = xmalloc(im->rb * (size_t)h);
+  if (ct == PNG_COLOR_TYPE_PALETTE) {
+    im->npal = 1 << bd;
+    for (int i = 0; i < im->npal; i++) {
+      im->pal[i].red = (png_byte)(i * 255 / (im->npal - 1));
+      im->pal[i].green = (png_byte)((i * 97 + seed * 13) & 255);
+      im->pal[i].blue = (png_byte)(255 - (i * 31 & 255));
+    }
+    im->ntrns = im->npal / 4;
+    for (int i = 0; i < im->ntrns; i++) im->trns[i] = (png_byte)(i * 255 / im->ntrns);
+    for (int y = 0; y < h; y++)
+      for (int x = 0; x < w; x++) {
+        unsigned a = scene(x, y, 0, w, h, seed) >> 8, b = scene(x, y, 2, w, h, seed) >> 8;
+        put(im, x, y, 0, ((a + b) >> (9 - bd)) & (im->npal - 1));
+      }
+    return im;
+  }
+  int gray = (ct & PNG_COLOR_MASK_COLOR) == 0, alpha = (ct & PNG_COLOR_MASK_ALPHA) != 0;
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++)
+      for (int c = 0; c < im->ch; c++) {
+        int sc = (alpha && c == im->ch - 1) ? 3 : gray ? (y / 32 % 3) : c;
+        unsigned v = scene(x, y, sc, w, h, seed);
+        put(im, x, y, c, v >> (16 - bd));
+      }
+  return im;
+}
+
+static void free_image(Img *im) { free(im->px); free(im); }
+
+/* ---- encoding ---- */
+typedef struct { int filters, interlace, level, strategy; } Config;
+
+static const char *filter_name(int f) {
+  switch (f) {
+    case PNG_FILTER_NONE: return "none";
+    case PNG_FILTER_SUB: return "sub";
+    case PNG_FILTER_UP: return "up";
+    case PNG_FILTER_AVG: return "avg";
+    case PNG_FILTER_PAETH: return "paeth";
+    case PNG_ALL_FILTERS: return "all";
+    default: return "mix";
+  }
+}
+
+static const char *TEXT_BODY =
+    "A generated test image for the runtime benchmark. The zTXt copy of this text is "
+    "compressed by the writer and inflated again by the reader; the tEXt copy is not.";
+
+static void encode(const Img *im, const Config *cf, Buf *out) {
+  char err[200] = "";
+  out->len = 0;
+  png_structp p = png_create_write_struct(PNG_LIBPNG_VER_STRING, err, on_error, on_warning);
+  png_infop info = png_create_info_struct(p);
+  png_bytep *rows = xmalloc(sizeof(png_bytep) * (size_t)im->h);
+  if (setjmp(png_jmpbuf(p))) {
+    fprintf(stderr, "png_run: write of %s failed: %s\n", im->name, err);
+    exit(1);
+  }
+  png_set_write_fn(p, out, buf_write, buf_flush);
+  png_set_IHDR(p, info, (png_uint_32)im->w, (png_uint_32)im->h, im->bd, im->ct,
+               cf->interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  if (im->ct == PNG_COLOR_TYPE_PALETTE) {
+    png_set_PLTE(p, info, im->pal, im->npal);
+    png_set_tRNS(p, info, im->trns, im->ntrns, NULL);
+  }
+  png_set_gAMA_fixed(p, info, 45455);
+  png_set_pHYs(p, info, 2835, 2835, PNG_RESOLUTION_METER);
+  png_time t = {2024, 5, 17, 12, 30, 45};
+  png_set_tIME(p, info, &t);
+  png_text text[3];
+  memset(text, 0, sizeof text);
+  text[0].compression = PNG_TEXT_COMPRESSION_NONE;
+  text[0].key = "Title"; text[0].text = (char *)im->name;
+  text[1].compression = PNG_TEXT_COMPRESSION_zTXt;
+  text[1].key = "Comment"; text[1].text = (char *)TEXT_BODY;
+  text[2].compression = PNG_TEXT_COMPRESSION_NONE;
+  text[2].key = "Description"; text[2].text = (char *)TEXT_BODY;
+  png_set_text(p, info, text, 3);
+  png_set_filter(p, PNG_FILTER_TYPE_BASE, cf->filters);
+  png_set_compression_level(p, cf->level);
+  png_set_compression_strategy(p, cf->strategy);
+  png_set_compression_buffer_size(p, 4096 + (size_t)cf->level * 1024);
+  for (int y = 0; y < im->h; y++) rows[y] = im->px + (size_t)y * im->rb;
+  png_write_info(p, info);
+  png_write_image(p, rows);
+  png_write_end(p, info);
+  png_destroy_write_struct(&p, &info);
+  free(rows);
+}
+
+/* ---- sequential reading ---- */
+enum { PLAIN, TO_RGBA8, MIXED };
+
+typedef struct { unsigned char *px; size_t rb; int w, h, ch, bd, texts; } Decoded;
+
+static void decode(const unsigned char *data, size_t len, int mode, const Img *im,
+                   Decoded *d) {
+  char err[200] = "";
+  Src s = {data, len, 0};
+  png_structp p = png_create_read_struct(PNG_LIBPNG_VER_STRING, err, on_error, on_warning);
+  png_infop info = png_create_info_struct(p);
+  png_bytep *rows = NULL;
+  if (setjmp(png_jmpbuf(p))) {
+    fprintf(stderr, "png_run: read of %s failed: %s\n", im->name, err);
+    exit(1);
+  }
+  png_set_read_fn(p, &s, src_read);
+  png_read_info(p, info);
+  png_uint_32 w, h;
+  int bd, ct, il;
+  png_get_IHDR(p, info, &w, &h, &bd, &ct, &il, NULL, NULL);
+  if ((int)w != im->w || (int)h != im->h || bd != im->bd || ct != im->ct) {
+    fprintf(stderr, "png_run: %s: header mismatch\n", im->name);
+    exit(1);
+  }
+  if (mode == TO_RGBA8) {
+    png_set_expand(p);
+    png_set_strip_16(p);
+    png_set_gray_to_rgb(p);
+    if (!(ct & PNG_COLOR_MASK_ALPHA) && !(ct == PNG_COLOR_TYPE_PALETTE && im->ntrns))
+      png_set_add_alpha(p, 0xff, PNG_FILLER_AFTER);
+  } else if (mode == MIXED) {
+    if (ct & PNG_COLOR_MASK_COLOR) {
+      png_set_expand(p);
+      png_set_scale_16(p);
+      png_set_rgb_to_gray_fixed(p, PNG_ERROR_ACTION_NONE, 21268, 71514);
+      png_set_gamma_fixed(p, 220000, 45455);
+    } else {
+      png_set_expand_16(p);
+      if (ct & PNG_COLOR_MASK_ALPHA) png_set_invert_alpha(p);
+      png_set_swap(p);
+    }
+  }
+  png_set_interlace_handling(p);
+  png_read_update_info(p, info);
+  d->rb = png_get_rowbytes(p, info);
+  d->w = (int)w; d->h = (int)h;
+  d->ch = png_get_channels(p, info);
+  d->bd = png_get_bit_depth(p, info);
+  d->px = xmalloc(d->rb * h);
+  rows = xmalloc(sizeof(png_bytep) * h);
+  for (png_uint_32 y = 0; y < h; y++) rows[y] = d->px + (size_t)y * d->rb;
+  png_read_image(p, rows);
+  png_read_end(p, info);
+  png_textp text;
+  int nt = 0;
+  png_get_text(p, info, &text, &nt);
+  d->texts = 0;
+  for (int i = 0; i < nt; i++)
+    if (strcmp(text[i].key, "Title") == 0 ? strcmp(text[i].text, im->name) == 0
+                                          : strcmp(text[i].text, TEXT_BODY) == 0)
+      d->texts++;
+  png_destroy_read_struct(&p, &info, NULL);
+  free(rows);
+}
+
+/* Our own expansion of an image to RGBA8, as the TO_RGBA8 transforms should give. */
+static unsigned char *expect_rgba8(const Img *im) {
+  unsigned char *o = xmalloc((size_t)im->w * im->h * 4);
+  int gray = (im->ct & PNG_COLOR_MASK_COLOR) == 0, alpha = (im->ct & PNG_COLOR_MASK_ALPHA) != 0;
+  unsigned maxv = (1u << im->bd) - 1;
+  for (int y = 0; y < im->h; y++)
+    for (int x = 0; x < im->w; x++) {
+      unsigned char *q = o + ((size_t)y * im->w + x) * 4;
+      if (im->ct == PNG_COLOR_TYPE_PALETTE) {
+        unsigned i = get(im, x, y, 0);
+        q[0] = im->pal[i].red; q[1] = im->pal[i].green; q[2] = im->pal[i].blue;
+        q[3] = (int)i < im->ntrns ? im->trns[i] : 255;
+        continue;
+      }
+      unsigned v[4];
+      for (int c = 0; c < im->ch; c++) {
+        unsigned s = get(im, x, y, c);
+        v[c] = im->bd == 16 ? s >> 8 : im->bd == 8 ? s : s * 255 / maxv;
+      }
+      if (gray) { q[0] = q[1] = q[2] = (unsigned char)v[0]; q[3] = alpha ? v[1] : 255; }
+      else { q[0] = v[0]; q[1] = v[1]; q[2] = v[2]; q[3] = alpha ? v[3] : 255; }
+    }
+  return o;
+}
+
+static int same_pixels(const Img *im, const Decoded *d) {
+  if (d->rb != im->rb) return 0;
+  return memcmp(d->px, im->px, im->rb * (size_t)im->h) == 0;
+}
+
+/* ---- progressive reading ---- */
+typedef struct {
+  const Img *im;
+  unsigned char *px;
+  size_t rb;
+  int rows_seen, done;
+} Prog;
+
+static void prog_info(png_structp p, png_infop info) {
+  Prog *g = png_get_progressive_ptr(p);
+  png_set_interlace_handling(p);
+  png_read_update_info(p, info);
+  g->rb = png_get_rowbytes(p, info);
+  g->px = xmalloc(g->rb * png_get_image_height(p, info));
+}
+static void prog_row(png_structp p, png_bytep row, png_uint_32 y, int pass) {
+  Prog *g = png_get_progressive_ptr(p);
+  (void)pass;
+  g->rows_seen++;
+  if (row) png_progressive_combine_row(p, g->px + (size_t)y * g->rb, row);
+}
+static void prog_end(png_structp p, png_infop info) {
+  Prog *g = png_get_progressive_ptr(p);
+  (void)info;
+  g->done = 1;
+}
+
+static int decode_progressive(const unsigned char *data, size_t len, const Img *im,
+                              int *rows_seen) {
+  char err[200] = "";
+  Prog g = {im, NULL, 0, 0, 0};
+  png_structp p = png_create_read_struct(PNG_LIBPNG_VER_STRING, err, on_error, on_warning);
+  png_infop info = png_create_info_struct(p);
+  if (setjmp(png_jmpbuf(p))) {
+    fprintf(stderr, "png_run: progressive read of %s failed: %s\n", im->name, err);
+    exit(1);
+  }
+  png_set_progressive_read_fn(p, &g, prog_info, prog_row, prog_end);
+  size_t pos = 0;
+  while (pos < len) {
+    size_t n = 1 + rnd() % 3000;
+    if (n > len - pos) n = len - pos;
+    png_process_data(p, info, (png_bytep)data + pos, n);
+    pos += n;
+  }
+  int ok = g.done && g.rb == im->rb &&
+           memcmp(g.px, im->px, im->rb * (size_t)im->h) == 0;
+  *rows_seen = g.rows_seen;
+  png_destroy_read_struct(&p, &info, NULL);
+  free(g.px);
+  return ok;
+}
+
+/* ---- a corrupted file must be refused ---- */
+static int corrupted_refused(const unsigned char *data, size_t len, char *why) {
+  unsigned char *copy = xmalloc(len);
+  memcpy(copy, data, len);
+  copy[len / 2] ^= 0x5a;   /* inside the image data */
+  Src s = {copy, len, 0};
+  png_structp p = png_create_read_struct(PNG_LIBPNG_VER_STRING, why, on_error, on_warning);
+  png_infop info = png_create_info_struct(p);
+  volatile int refused = 0;
+  unsigned char *volatile px = NULL;
+  png_bytep *volatile rows = NULL;
+  if (setjmp(png_jmpbuf(p))) {
+    refused = 1;
+  } else {
+    png_set_read_fn(p, &s, src_read);
+    png_read_info(p, info);
+    png_set_interlace_handling(p);
+    png_read_update_info(p, info);
+    size_t rb = png_get_rowbytes(p, info);
+    png_uint_32 h = png_get_image_height(p, info);
+    px = xmalloc(rb * h);
+    rows = xmalloc(sizeof(png_bytep) * h);
+    for (png_uint_32 y = 0; y < h; y++) rows[y] = px + (size_t)y * rb;
+    png_read_image(p, rows);
+    png_read_end(p, info);
+  }
+  png_destroy_read_struct(&p, &info, NULL);
+  free(px); free(rows); free(copy);
+  return refused;
+}
+
+/* ---- the simplified API ---- */
+static void simplified(const Img *im, int *failures) {
+  png_image img;
+  memset(&img, 0, sizeof img);
+  img.version = PNG_IMAGE_VERSION;
+  img.width = (png_uint_32)im->w;
+  img.height = (png_uint_32)im->h;
+  if (im->bd == 16) {
+    img.format = im->ct == PNG_COLOR_TYPE_GRAY ? PNG_FORMAT_LINEAR_Y : PNG_FORMAT_LINEAR_RGB_ALPHA;
+  } else {
+    img.format = im->ct == PNG_COLOR_TYPE_RGBA ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
+  }
+  /* The simplified API takes 16-bit samples in native order. */
+  void *buffer = im->px;
+  png_uint_16 *native = NULL;
+  if (im->bd == 16) {
+    size_t n = (size_t)im->w * im->h * im->ch;
+    native = xmalloc(n * 2);
+    for (size_t i = 0; i < n; i++) native[i] = (png_uint_16)(im->px[2 * i] << 8 | im->px[2 * i + 1]);
+    buffer = native;
+  }
+  png_alloc_size_t size = 0;
+  if (!png_image_write_get_memory_size(img, size, 0, buffer, 0, NULL)) {
+    fprintf(stderr, "png_run: simplified size of %s: %s\n", im->name, img.message);
+    exit(1);
+  }
+  unsigned char *mem = xmalloc(size);
+  if (!png_image_write_to_memory(&img, mem, &size, 0, buffer, 0, NULL)) {
+    fprintf(stderr, "png_run: simplified write of %s: %s\n", im->name, img.message);
+    exit(1);
+  }
+  png_image_free(&img);
+  printf("  simplified %-7s %7lu bytes %016llx\n", im->name, (unsigned long)size,
+         fnv1a(mem, size, FNV_START));
+
+  static const png_uint_32 formats[] = {
+      PNG_FORMAT_RGBA, PNG_FORMAT_BGR, PNG_FORMAT_LINEAR_RGB_ALPHA, PNG_FORMAT_GA,
+      PNG_FORMAT_RGB_COLORMAP, PNG_FORMAT_ARGB, PNG_FORMAT_LINEAR_Y};
+  static const char *const fnames[] = {"rgba", "bgr", "lin-rgba", "ga", "rgb-cmap", "argb",
+                                       "lin-y"};
+  for (size_t k = 0; k < sizeof formats / sizeof formats[0]; k++) {
+    png_image r;
+    memset(&r, 0, sizeof r);
+    r.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_memory(&r, mem, size)) {
+      fprintf(stderr, "png_run: simplified read of %s: %s\n", im->name, r.message);
+      exit(1);
+    }
+    r.format = formats[k];
+    size_t bytes = PNG_IMAGE_SIZE(r);
+    unsigned char *out = xmalloc(bytes);
+    unsigned char *cmap = (r.format & PNG_FORMAT_FLAG_COLORMAP)
+                              ? xmalloc(PNG_IMAGE_COLORMAP_SIZE(r)) : NULL;
+    png_color bg = {40, 90, 200};
+    if (!png_image_finish_read(&r, &bg, out, 0, cmap)) {
+      fprintf(stderr, "png_run: simplified finish of %s (%s): %s\n", im->name, fnames[k],
+              r.message);
+      exit(1);
+    }
+    unsigned long long h = fnv1a(out, bytes, FNV_START);
+    if (cmap) h = fnv1a(cmap, PNG_IMAGE_COLORMAP_SIZE(r), h);
+    const char *check = "";
+    if (formats[k] == PNG_FORMAT_RGBA && im->bd == 8 && im->ct == PNG_COLOR_TYPE_RGBA) {
+      int ok = memcmp(out, im->px, bytes) == 0;
+      check = ok ? " exact" : " MISMATCH";
+      *failures += !ok;
+    } else if (formats[k] == PNG_FORMAT_LINEAR_Y && native && im->ct == PNG_COLOR_TYPE_GRAY) {
+      int ok = memcmp(out, native, bytes) == 0;
+      check = ok ? " exact" : " MISMATCH";
+      *failures += !ok;
+    }
+    printf("    -> %-8s %8lu bytes %016llx%s\n", fnames[k], (unsigned long)bytes, h, check);
+    png_image_free(&r);
+    free(out); free(cmap);
+  }
+  free(mem); free(native);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) { fprintf(stderr, "usage: %s SIZE ROUNDS\n", argv[0]); return 2; }
+  int S = atoi(argv[1]), R = atoi(argv[2]);
+  if (S < 32 || R < 1) { fprintf(stderr, "png_run: SIZE >= 32, ROUNDS >= 1\n"); return 2; }
+  static const int filters[] = {PNG_FILTER_NONE, PNG_FILTER_SUB, PNG_FILTER_UP,
+                                PNG_FILTER_AVG, PNG_FILTER_PAETH, PNG_ALL_FILTERS,
+                                PNG_FILTER_SUB | PNG_FILTER_UP | PNG_FILTER_PAETH};
+  static const int levels[] = {1, 2, 1, 4, 1};
+  static const int strategies[] = {Z_RLE, Z_DEFAULT_STRATEGY, Z_HUFFMAN_ONLY, Z_FILTERED};
+  int failures = 0, encodings = 0;
+  unsigned long long total = FNV_START;
+  size_t total_bytes = 0;
+  Buf out = {NULL, 0, 0};
+  printf("libpng %s, zlib %s\n", PNG_LIBPNG_VER_STRING, ZLIB_VERSION);
+  for (int round = 0; round < R; round++) {
+    rng_state = 0x2545f491u + 977u * (unsigned)round;
+    int seed = 5 + 11 * round;
+    Img *imgs[] = {
+        make_image("rgb8", S + 3, S, PNG_COLOR_TYPE_RGB, 8, seed),
+        make_image("rgba8", S, S - 5, PNG_COLOR_TYPE_RGBA, 8, seed),
+        make_image("gray16", S, S, PNG_COLOR_TYPE_GRAY, 16, seed),
+        make_image("rgba16", S / 2, S / 2 + 1, PNG_COLOR_TYPE_RGBA, 16, seed),
+        make_image("ga8", S - 1, S / 2, PNG_COLOR_TYPE_GRAY_ALPHA, 8, seed),
+        make_image("pal8", S, S, PNG_COLOR_TYPE_PALETTE, 8, seed),
+        make_image("pal4", S, S / 2, PNG_COLOR_TYPE_PALETTE, 4, seed),
+        make_image("gray4", S, S / 2, PNG_COLOR_TYPE_GRAY, 4, seed),
+        make_image("gray2", S, S / 2, PNG_COLOR_TYPE_GRAY, 2, seed),
+        make_image("gray1", S, S, PNG_COLOR_TYPE_GRAY, 1, seed),
+    };
+    int nimg = (int)(sizeof imgs / sizeof imgs[0]);
+    printf("round %d\n", round);
+    for (int i = 0; i < nimg; i++) {
+      Img *im = imgs[i];
+      unsigned char *want = expect_rgba8(im);
+      for (int f = 0; f < (int)(sizeof filters / sizeof filters[0]); f++)
+        for (int il = 0; il < 2; il++) {
+          int k = encodings++;
+          Config cf = {filters[f], il, levels[k % 5], strategies[(k / 5) % 4]};
+          encode(im, &cf, &out);
+          Decoded d;
+          decode(out.data, out.len, PLAIN, im, &d);
+          int ok = same_pixels(im, &d) && d.texts == 3;
+          free(d.px);
+          char extra[120] = "";
+          if (f == 5 || f == 6) {   /* progressive reader, in uneven pieces */
+            int seen;
+            int pok = decode_progressive(out.data, out.len, im, &seen);
+            ok &= pok;
+            snprintf(extra, sizeof extra, " prog %d rows", seen);
+          }
+          if (f == 2 || f == 5) {   /* expanded to RGBA8 and checked */
+            Decoded e;
+            decode(out.data, out.len, TO_RGBA8, im, &e);
+            int eok = e.rb == (size_t)im->w * 4 &&
+                      memcmp(e.px, want, (size_t)im->w * im->h * 4) == 0;
+            ok &= eok;
+            free(e.px);
+            size_t l = strlen(extra);
+            snprintf(extra + l, sizeof extra - l, " rgba8");
+          }
+          if (f == 4) {             /* gray / gamma / 16-bit transforms, hashed */
+            Decoded m;
+            decode(out.data, out.len, MIXED, im, &m);
+            size_t l = strlen(extra);
+            snprintf(extra + l, sizeof extra - l, " mixed %dx%d %016llx", m.ch, m.bd,
+                     fnv1a(m.px, m.rb * (size_t)m.h, FNV_START));
+            free(m.px);
+          }
+          failures += !ok;
+          total = fnv1a(out.data, out.len, total);
+          total_bytes += out.len;
+          printf("  %-7s %-5s il=%d z=%d/%d %7lu bytes %016llx %s%s\n", im->name,
+                 filter_name(filters[f]), il, cf.level, cf.strategy, (unsigned long)out.len,
+                 fnv1a(out.data, out.len, FNV_START), ok ? "ok" : "MISMATCH", extra);
+        }
+      free(want);
+    }
+    char why[200] = "";
+    int refused = corrupted_refused(out.data, out.len, why);
+    failures += !refused;
+    printf("  corrupted file %s (%s)\n", refused ? "refused" : "ACCEPTED", why);
+    simplified(imgs[0], &failures);
+    simplified(imgs[1], &failures);
+    simplified(imgs[2], &failures);
+    simplified(imgs[3], &failures);
+    for (int i = 0; i < nimg; i++) free_image(imgs[i]);
+  }
+  printf("%d encodings, %lu bytes, all %016llx, %d warnings\n", encodings,
+         (unsigned long)total_bytes, total, warnings);
+  printf("%s\n", failures ? "FAILED" : "all images verified");
+  free(out.data);
+  return failures != 0;
 }
 """
