@@ -305,8 +305,8 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
   progress.close()
   if use_cache:
     cache.save()
-  summary = _report(main, problem_name, policy_name, corpus, split, pathlib.Path(output),
-                    stream, guard if guarded else None)
+  summary = _report(main, problem_name, policy_name, corpus, split, out, stream,
+                    guard if guarded else None)
   if plain is not None:
     plain_name = policy_name.removesuffix(" (guarded)")
     summary["plain"] = _report(plain, problem_name, plain_name, corpus, split,
