@@ -357,9 +357,9 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
                                     isinstance(policy, DefaultPolicy), trace_log,
                                     llvm_version)
     proc = Process(argv, os.path.join(tmp, "stderr.txt"), deadline)
-    early_rc = None
+    early_rc, silent = None, False
     if channel:
-      rfd, wfd_holder[0], early_rc = open_channel(base, proc, deadline)
+      rfd, wfd_holder[0], early_rc, silent = open_channel(base, proc, deadline)
     order = []
     if early_rc is not None and proc.timed_out:  # the watchdog was first
       return fail(f"timeout after {timeout:g}s (the compiler never opened the channel)")
@@ -369,7 +369,7 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
       if early_rc != 0:
         return fail(proc.exit_reason(early_rc, before_channel=True))
       # Exited cleanly without asking anything (e.g. a module without call sites).
-    elif time.monotonic() > deadline and proc.poll() is None:
+    elif silent:
       proc.timed_out = True
       return fail(f"timeout after {timeout:g}s (the compiler never opened the channel)")
     else:

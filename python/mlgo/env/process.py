@@ -135,8 +135,10 @@ def group_members(pgid: int) -> list[int]:
 
 
 def open_channel(base: str, proc: Process, deadline: float):
-  """(rfd, wfd, exited_rc|None): waits, without spinning, until the compiler has written
-  its first bytes, has exited, or the deadline passed.
+  """(rfd, wfd, exited_rc|None, silent): waits, without spinning, until the compiler has
+  written its first bytes, has exited, or the deadline passed. silent is True when the
+  deadline passed with nothing written: the compiler never opened the channel, whether
+  or not the watchdog has already killed it (that race used to read as a plain timeout).
 
   BASE.in is opened O_RDWR: that never blocks on Linux and makes the compiler's open for
   reading succeed at once whichever end it opens first (we never read from it; if the
@@ -157,15 +159,16 @@ def open_channel(base: str, proc: Process, deadline: float):
     while True:
       left = deadline - time.monotonic()
       if left <= 0:
-        return rfd, wfd, None  # the caller reports the timeout
+        written = any(fd == rfd for fd, _ in poller.poll(0))
+        return rfd, wfd, None, not written  # the caller reports the timeout
       ready = poller.poll(min(left * 1000.0, 10.0 if pidfd is None else 1000.0))
       if any(fd == rfd for fd, _ in ready):
-        return rfd, wfd, None
+        return rfd, wfd, None, False
       rc = proc.poll()
       if rc is not None:
         if poller.poll(0) and any(fd == rfd for fd, _ in poller.poll(0)):
-          return rfd, wfd, None  # wrote and exited: the reader sees the bytes, then EOF
-        return rfd, wfd, rc
+          return rfd, wfd, None, False  # wrote and exited: the reader sees the bytes, then EOF
+        return rfd, wfd, rc, False
   finally:
     if pidfd is not None:
       os.close(pidfd)

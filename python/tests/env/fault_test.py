@@ -134,3 +134,21 @@ def test_unusable_policy_action_is_a_failure(private_tmp):
   res = env.compile_module(lib.inlining_module("calls.c", 22), "inlining", NoneAction())
   assert not res.ok and "unusable action" in res.reason
   assert lib.live_children() == [] and lib.env_dirs(str(private_tmp)) == []
+
+
+def test_silent_compiler_killed_by_the_watchdog_first_reads_as_never_opened(private_tmp):
+  """The race CI once lost: the deadline passes and the watchdog kills a compiler that
+  never wrote before open_channel looks. It must still say the channel never opened."""
+  from mlgo.env import process as process_lib
+  base = str(private_tmp / "channel")
+  os.mkfifo(base + ".out", 0o600)
+  os.mkfifo(base + ".in", 0o600)
+  proc = process_lib.Process(["sleep", "30"], str(private_tmp / "stderr.txt"),
+                             time.monotonic() + 0.2)
+  proc.proc.wait(timeout=10)  # the watchdog's kill, not ours
+  assert proc.timed_out
+  rfd, wfd, early_rc, silent = process_lib.open_channel(base, proc, time.monotonic() - 1)
+  os.close(rfd)
+  os.close(wfd)
+  assert early_rc is None and silent
+  proc.finish(time.monotonic())
