@@ -78,10 +78,12 @@ def train_main(argv=None, problem: str | None = None, default_gin: str | None = 
 
 
 PIPELINE_USAGE = """Train a policy end to end: corpus -> default trace -> behavioral
-cloning -> PPO (tf-agents) -> held-out evaluation, within a time budget.
+cloning -> PPO (tf-agents) -> held-out evaluation, for a fixed number of PPO iterations
+(the same policy, bit for bit, on any machine and after a resume) or within a time budget.
 
   bazel run //tools:train_regalloc -- [--problem=regalloc_eviction|regalloc_priority|inlining]
-      [--corpus=DIR] [--output=DIR] [--warmstart=POLICY_DIR] [--time_budget=SECONDS]
+      [--corpus=DIR] [--output=DIR] [--warmstart=POLICY_DIR]
+      [--iterations=N | --time_budget=SECONDS]
       [--gin_files=configs/X.gin] [--gin_bindings=PPOConfig.jobs=2]
 Without --corpus the default corpus is built once (at -O2 for the regalloc problems).
 llc problems optimize the corpus once first (cached). Running the same command again
@@ -107,8 +109,11 @@ def pipeline_main(argv=None, problem: str = "regalloc_eviction"):
                   "default corpus, built once)")
   ap.add_argument("--output", help="output dir (default: ./mlgo_<problem>)")
   ap.add_argument("--warmstart", help="policy dir to start PPO from instead of BC")
-  ap.add_argument("--time_budget", type=float, help="total seconds for the run "
-                  "(default from the gin config: about 15 minutes)")
+  ap.add_argument("--iterations", type=int, help="PPO iterations (default from the gin "
+                  "config); a fixed count gives the same policy on any machine")
+  ap.add_argument("--time_budget", type=float, help="total seconds for the run instead of "
+                  "a fixed count: PPO runs as long as it allows (the policy then depends "
+                  "on the machine's speed)")
   ap.add_argument("--gin_files", action="append", default=None)
   ap.add_argument("--gin_bindings", action="append", default=[])
   workers.add_flags(ap)
@@ -122,8 +127,15 @@ def pipeline_main(argv=None, problem: str = "regalloc_eviction"):
   from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
   from mlgo.training import ppo  # pylint: disable=import-outside-toplevel
   cfg = pipeline.PipelineConfig()
+  if a.iterations is not None and a.time_budget is not None:
+    raise SystemExit("give --iterations or --time_budget, not both")
+  if a.iterations is not None:
+    if a.iterations < 1:
+      raise SystemExit(f"--iterations={a.iterations}: must be at least 1")
+    cfg.ppo_iterations = a.iterations
   if a.time_budget is not None:
     cfg.time_budget = a.time_budget
+    cfg.ppo_iterations = 0
   out = user_path(a.output or f"mlgo_{a.problem}")
   out.mkdir(parents=True, exist_ok=True)
   corpus_dir = corpus.corpus_arg(a.corpus, get_problem(a.problem).corpus_opt)

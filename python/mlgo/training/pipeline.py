@@ -1,5 +1,6 @@
 """One training run end to end, for any problem: corpus -> default trace -> behavioral
-cloning warm start -> PPO (tf-agents) -> held-out evaluation, within a time budget.
+cloning warm start -> PPO (tf-agents) -> held-out evaluation, for a fixed number of PPO
+iterations (reproducible) or within a time budget.
 
 Every step is the shared one (mlgo.training.trace, bc, ppo; mlgo.evaluation); llc-only
 problems first prepare the corpus (mlgo.env.prepared: optimized once, cached under
@@ -40,6 +41,12 @@ class PipelineConfig:
 
   time_budget: seconds for the whole run; PPO gets what trace and BC leave, minus
     eval_reserve for the held-out evaluation.
+  ppo_iterations: if > 0, PPO runs exactly this many iterations and the time budget does
+    not cut it. Every step is seeded and PPO is deterministic (batches in submission
+    order, seeded sampling, the RNG state in the checkpoint), so the same seed and count
+    give the same policy, bit for bit, however fast or loaded the machine is, and after
+    a kill and resume. With 0, PPO runs as long as the budget allows: the count, and so
+    the policy, then depends on the machine's speed and load.
   trace_modules: training modules traced for normalization and the warm start, at most
     max_trace_decisions decisions kept per module.
   bc_heldout_fraction: training modules (by name hash) whose decisions BC never trains
@@ -70,7 +77,7 @@ class PipelineConfig:
                unseen_suites=("@unseen",), unseen_reserve: float = 150.0,
                final_policy: str = "best", final_top_k: int = 3,
                architecture_options=None, guarded_report: bool = False,
-               guarded_reserve: float = 45.0):
+               guarded_reserve: float = 45.0, ppo_iterations: int = 0):
     if final_policy not in ("best", "ensemble", "average"):
       raise ValueError(f"PipelineConfig.final_policy {final_policy!r}: expected best, "
                        "ensemble or average")
@@ -147,11 +154,14 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
   else:
     start = bc_dir
     if not (bc_dir / "bc_metrics.json").exists():
+      # With a fixed PPO count the run must not depend on time anywhere: BC runs its
+      # epochs whatever they take.
       bc.train_bc(out / "trace", bc_dir, hidden=cfg.hidden, epochs=cfg.bc_epochs,
                   learning_rate=cfg.bc_learning_rate, label_smoothing=cfg.bc_label_smoothing,
                   heldout_fraction=cfg.bc_heldout_fraction, seed=cfg.seed,
                   architecture_options=cfg.architecture_options,
-                  time_budget=cfg.bc_time_budget, stream=stream)
+                  time_budget=None if cfg.ppo_iterations > 0 else cfg.bc_time_budget,
+                  stream=stream)
     report["bc"] = json.loads((bc_dir / "bc_metrics.json").read_text())
 
   # 4. PPO for the rest of the budget (keeping time for the evaluation)
@@ -160,10 +170,15 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
   budget = (cfg.time_budget - (time.monotonic() - t_start) - cfg.eval_reserve
             - (cfg.unseen_reserve if cfg.unseen_suites else 0.0)
             - (cfg.guarded_reserve if cfg.guarded_report else 0.0))
-  say(f"PPO: {len(trainer.train_modules)} training modules, about {max(0, budget):.0f}s "
-      f"(iteration {trainer.state['iteration']} so far)")
-  if budget > 0:
-    trainer.run(time_budget=budget)
+  if cfg.ppo_iterations > 0:
+    say(f"PPO: {len(trainer.train_modules)} training modules, {cfg.ppo_iterations} "
+        f"iterations (iteration {trainer.state['iteration']} so far)")
+    trainer.run(num_iterations=cfg.ppo_iterations)
+  else:
+    say(f"PPO: {len(trainer.train_modules)} training modules, about {max(0, budget):.0f}s "
+        f"(iteration {trainer.state['iteration']} so far)")
+    if budget > 0:
+      trainer.run(time_budget=budget)
   src = out / "ppo" / "policy"
   best = trainer.state.get("best_validation")
   if best is not None and (out / "ppo" / "best_policy" / "policy.json").exists():
