@@ -5,6 +5,8 @@ Also runnable as `python -m mlgo.training.cli --problem=... --corpus=... --outpu
 """
 import argparse
 import importlib.util  # noqa: F401  gin resolves includes through it but does not import it
+import logging
+import os
 import sys
 
 from mlgo.util.cli import repo_root, user_path
@@ -39,7 +41,21 @@ def parse_and_bind_gin(gin_files, gin_bindings):
     gin.add_config_file_search_path(str(p.parent))
     files.append(str(p))
   # Not finalized: tf-agents modules imported later register configurables too.
-  gin.parse_config_files_and_bindings(files, gin_bindings, finalize_config=False)
+  # gin tries every search path for an include and logs "ERROR ... Path not found" for
+  # each miss before the hit: noise that reads like a failure, so it is filtered here.
+  noise = _GinSearchMisses()
+  logging.getLogger().addFilter(noise)
+  try:
+    gin.parse_config_files_and_bindings(files, gin_bindings, finalize_config=False)
+  finally:
+    logging.getLogger().removeFilter(noise)
+
+
+class _GinSearchMisses(logging.Filter):
+
+  def filter(self, record):
+    return not (record.name == "root" and str(record.msg).startswith("Path not found")
+                and record.pathname.endswith(os.path.join("gin", "resource_reader.py")))
 
 
 def train_main(argv=None, problem: str | None = None, default_gin: str | None = None):
