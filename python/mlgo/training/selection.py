@@ -17,6 +17,7 @@ import numpy as np
 
 from mlgo.env import work
 from mlgo.workers import make_pool
+from mlgo.workers.base import in_submission_order
 
 
 def validation_set(train_modules, state: dict, cfg) -> list:
@@ -57,10 +58,13 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
   pkg = {}   # package -> [policy, default]
   regressed = 0
   with make_pool(cfg.pool, cfg.jobs) as pool:
-    for m in modules:
-      pool.submit(work.compile_one, m, problem.name, ref, None, corpus.llvm_version,
-                  cfg.compile_timeout, have_default is not None and m.name not in have_default)
-    for r in pool.results():
+    ids = [pool.submit(work.compile_one, m, problem.name, ref, None, corpus.llvm_version,
+                       cfg.compile_timeout,
+                       have_default is not None and m.name not in have_default)
+           for m in modules]
+    # Summed in submission order: the figure that picks the kept policy must not change
+    # in its last bits with which compile finished first.
+    for r in in_submission_order(pool.results(), ids):
       cpu += r.seconds
       if not (r.ok and r.value[0].ok):
         continue   # a failed module is left out of both totals

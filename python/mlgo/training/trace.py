@@ -8,6 +8,7 @@ llc-only problems trace the prepared corpus (optimized once)."""
 import random
 import sys
 import time
+import zlib
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from mlgo.env import work
 from mlgo.training import dataset
 from mlgo.util.progress import Progress
 from mlgo.workers import make_pool
+from mlgo.workers.base import in_submission_order
 
 
 def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate: float = 1.0,
@@ -36,7 +38,6 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
   rng = random.Random(seed)
   if sampling_rate < 1.0:
     modules = [m for m in modules if rng.random() < sampling_rate]
-  sub_rng = np.random.default_rng(seed)
   writer = dataset.DatasetWriter(output, problem_name, problem.features)
   writer.index.setdefault("corpus", str(corpus.path))
   writer.index.setdefault("llvm_version", corpus.llvm_version)
@@ -47,11 +48,13 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
   progress = Progress("trace", len(todo), stream=stream)
   stats = {"modules": 0, "failed": 0, "decisions": 0, "seconds": 0.0}
   t0 = time.monotonic()
+  # Written in submission order, each module subsampled by its own seeded generator: the
+  # trace is the same whichever compile finishes first, and after a resume.
   with make_pool(pool_kind, jobs) as pool:
-    for m in todo:
-      pool.submit(work.compile_one, m, problem_name, "trace" if problem.tracer else "default",
-                  None, corpus.llvm_version, timeout)
-    for r in pool.results():
+    ids = [pool.submit(work.compile_one, m, problem_name,
+                       "trace" if problem.tracer else "default", None, corpus.llvm_version,
+                       timeout) for m in todo]
+    for r in in_submission_order(pool.results(), ids):
       module = r.item[0]
       info = {"package": module.package, "language": module.language}
       if not r.ok or not r.value[0].ok:
@@ -66,6 +69,7 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
                   decisions=int(res.decisions), seconds=round(float(res.seconds), 3))
       if problem.key == "module":
         info["reward"] = _jsonable(res.reward)
+      sub_rng = np.random.default_rng([seed, zlib.crc32(module.name.encode())])
       writer.add(module.name, _subsample(res.trajectories, max_decisions_per_module, sub_rng),
                  info)
       stats["modules"] += 1

@@ -26,6 +26,23 @@ class TaskResult:
     return "" if self.node == "local" else f"on {self.node}: "
 
 
+def in_submission_order(results: Iterable[TaskResult], ids) -> Iterator[TaskResult]:
+  """`results` in the order of `ids` (the task ids as submitted): a result that finishes
+  early waits for those submitted before it. For output that must not depend on which
+  worker was faster (a trace written in completion order makes training depend on the
+  machine's load)."""
+  pos = {tid: i for i, tid in enumerate(ids)}
+  waiting = {}
+  nxt = 0
+  for r in results:
+    waiting[pos[r.task_id]] = r
+    while nxt in waiting:
+      yield waiting.pop(nxt)
+      nxt += 1
+  for i in sorted(waiting):  # only if a pool yielded fewer results than submitted
+    yield waiting[i]
+
+
 class WorkerPool(abc.ABC):
   """Runs `fn(*args)` work items; `fn` and args must be picklable (top-level functions)."""
 

@@ -49,3 +49,17 @@ def test_deadline_cancels_and_kills_children(tmp_path):
   pid = int((tmp_path / "pid").read_text())
   time.sleep(0.2)
   assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
+
+
+@pytest.mark.parametrize("cls", [ProcessPool, ThreadPool])
+def test_in_submission_order_whatever_finishes_first(cls):
+  from mlgo.workers.base import in_submission_order  # pylint: disable=import-outside-toplevel
+  with cls(3) as pool:
+    # The first item takes longest: it finishes last but must come out first.
+    ids = [pool.submit(fns.sleep_then, s, tag)
+           for s, tag in ((1.5, "a"), (0.8, "b"), (0.0, "c"), (0.0, "d"))]
+    finished = []
+    ordered = [r.value for r in in_submission_order(
+        (finished.append(r.value) or r for r in pool.results()), ids)]
+  assert ordered == ["a", "b", "c", "d"]
+  assert finished != ordered  # the pool itself did yield them out of order
