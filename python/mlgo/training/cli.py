@@ -95,7 +95,8 @@ def train_main(argv=None, problem: str | None = None, default_gin: str | None = 
 
 PIPELINE_USAGE = """Train a policy end to end: corpus -> default trace -> behavioral
 cloning -> PPO (tf-agents) -> held-out evaluation, for a fixed number of PPO iterations
-(the same policy, bit for bit, on any machine and after a resume) or within a time budget.
+(the same policy, bit for bit, however fast or loaded the machine, and after a resume)
+or within a time budget.
 
   bazel run //tools:train_regalloc -- [--problem=regalloc_eviction|regalloc_priority|inlining]
       [--corpus=DIR] [--output=DIR] [--warmstart=POLICY_DIR]
@@ -126,7 +127,8 @@ def pipeline_main(argv=None, problem: str = "regalloc_eviction"):
   ap.add_argument("--output", help="output dir (default: ./mlgo_<problem>)")
   ap.add_argument("--warmstart", help="policy dir to start PPO from instead of BC")
   ap.add_argument("--iterations", type=int, help="PPO iterations (default from the gin "
-                  "config); a fixed count gives the same policy on any machine")
+                  "config); a fixed count gives the same policy however fast or loaded "
+                  "the machine")
   ap.add_argument("--time_budget", type=float, help="total seconds for the run instead of "
                   "a fixed count: PPO runs as long as it allows (the policy then depends "
                   "on the machine's speed)")
