@@ -25,6 +25,7 @@ from mlgo import problems as problems_lib
 from mlgo.env import work
 from mlgo.util.progress import Progress
 from mlgo.workers import make_pool
+from mlgo.workers.base import in_submission_order
 
 REGRESSION_THRESHOLD = 0.01
 
@@ -274,12 +275,15 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
   tag = f"-{problem.reward_tag()}" if problem.reward_tag else ""
   cache = DefaultCache(mlgo_home() / "eval_cache" / f"default-{problem_name}{tag}.json")
   with make_pool(pool_kind, jobs) as pool:
+    ids = []
     for m in modules:
       key = _cache_key(m, problem_name, corpus.llvm_version)
       cached = cache.get(key) if use_cache else None
-      pool.submit(compile_pair, m, problem_name, ref, corpus.llvm_version, timeout, cached,
-                  guarded)
-    for r in pool.results():
+      ids.append(pool.submit(compile_pair, m, problem_name, ref, corpus.llvm_version,
+                             timeout, cached, guarded))
+    # Tallied in submission order: the same policy gives the same files, rows and sums
+    # whichever compile finishes first.
+    for r in in_submission_order(pool.results(), ids):
       m = r.item[0]
       if not r.ok:
         reason = (r.error or "cancelled").strip().splitlines()[-1][:300]
