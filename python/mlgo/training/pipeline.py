@@ -164,7 +164,7 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
                   stream=stream)
     report["bc"] = json.loads((bc_dir / "bc_metrics.json").read_text())
 
-  # 4. PPO for the rest of the budget (keeping time for the evaluation)
+  # 4. PPO: a fixed count, or the rest of the budget (keeping time for the evaluation)
   trainer = ppo.Trainer(corpus, out / "ppo", problem_name=problem_name, warmstart=start,
                         trace=out / "trace", config=pcfg, stream=stream)
   budget = (cfg.time_budget - (time.monotonic() - t_start) - cfg.eval_reserve

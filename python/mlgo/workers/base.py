@@ -30,7 +30,8 @@ def in_submission_order(results: Iterable[TaskResult], ids) -> Iterator[TaskResu
   """`results` in the order of `ids` (the task ids as submitted): a result that finishes
   early waits for those submitted before it. For output that must not depend on which
   worker was faster (a trace written in completion order makes training depend on the
-  machine's load)."""
+  machine's load). The price: results that finish early are held in memory until those
+  before them are in."""
   pos = {tid: i for i, tid in enumerate(ids)}
   waiting = {}
   nxt = 0
