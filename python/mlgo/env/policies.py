@@ -47,6 +47,48 @@ class DefaultPolicy:
     return self._default(observation)
 
 
+class ThresholdShift:
+  """The inliner's default with its threshold moved for every call site: the -Oz default
+  inlines almost exactly when cost_estimate < threshold (99.9% agreement on the default
+  corpus' trace), so ThresholdShift(delta) inlines when cost_estimate < threshold +
+  delta. The global knob a learned per-call-site policy must beat."""
+
+  def __init__(self, delta: int):
+    self.delta = int(delta)
+
+  def act(self, observation):
+    c = int(observation["cost_estimate"].reshape(-1)[0])
+    t = int(observation["threshold"].reshape(-1)[0])
+    return np.int64(1 if c < t + self.delta else 0)
+
+
+class LogitShift:
+  """A learned categorical policy (a policy dir's spec and weights) with `shift` added to
+  the logit of `action`: its own global knob (for inlining, shift > 0 inlines more). Greedy;
+  a policy's deferral to the default is not applied. Picklable for worker pools."""
+
+  def __init__(self, spec: dict, weights: dict, shift: float, action: int = 1):
+    self.spec, self.weights = spec, weights
+    self.shift, self.action = float(shift), int(action)
+    self._policy = None
+
+  def __getstate__(self):
+    return dict(self.__dict__, _policy=None)
+
+  def act(self, observation):
+    if self._policy is None:
+      from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+      self._policy = policy_io.Policy(self.spec, self.weights, greedy=True)
+    p = self._policy
+    params = p.arch.dist_params(p.normalizer.encode_one(p.raw_vector(observation))[None, :])
+    if "logits" not in params:
+      raise ValueError(f"LogitShift needs a categorical policy, not "
+                       f"{self.spec['architecture']['type']}")
+    logits = np.array(params["logits"], np.float64).reshape(-1)
+    logits[self.action] += self.shift
+    return np.int64(np.argmax(logits))
+
+
 class RandomPolicy:
   """Uniformly random valid decisions (seeded), by the problem's own rule
   (Problem.random_action): inline or not; a masked-valid column; a priority uniform in

@@ -25,7 +25,7 @@ def policy_ref(policy_dir_or_spec, weights=None, greedy=True):
 def make_policy(ref, seed=None, problem=None):
   if ref == _DEFAULT:
     return policies.reference_policy(problem) if problem is not None else policies.DefaultPolicy()
-  if hasattr(ref, "act"):  # a picklable policy object (e.g. mlgo.training.heuristics)
+  if hasattr(ref, "act"):  # a picklable policy object (e.g. policies.ThresholdShift)
     return ref
   spec, weights, greedy = ref
   return policy_io.Policy(spec, weights, greedy=greedy, seed=seed)

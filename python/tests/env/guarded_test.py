@@ -11,9 +11,9 @@ import pytest
 
 from mlgo import env, evaluation
 from mlgo.env import guarded, prepared, tracer
+from mlgo.env.policies import ThresholdShift
 from mlgo.policy import policy_io
 from mlgo.problems import get_problem, regalloc
-from mlgo.training.heuristics import ThresholdShift
 from mlgo.training.testing import make_tiny_corpus
 from mlgo.util.toolchain import toolchain
 

@@ -1,0 +1,264 @@
+"""How much room a per-module problem (inlining for size) leaves on a corpus.
+
+Before training a policy for a code base, and before believing a trained one, it helps
+to know what decisions of the simplest kinds could win there at all. Each module is
+compiled with a family of variants:
+  - the default with its threshold moved for every call site (`threshold+D`,
+    env.policies.ThresholdShift): the global knob of the heuristic;
+  - with a policy dir, that policy with its inline logit moved (`policy+S`,
+    env.policies.LogitShift; `policy+0` is the policy itself): the policy's global knob;
+and per module the smallest of the default and every variant is kept. That "best per
+module" is an oracle (it knows each module's answer); no single compile setting reaches
+it, so it is a yardstick, not a result: if it is small, no knob of these kinds pays on
+this code, and a learned per-call-site policy has to find gains of another kind.
+
+Writes headroom.csv (per module: default, each variant, the best and which variant),
+summary.json, failed.csv (a crashed or hung compile skips that variant of that module
+and is counted) and headroom.png; prints one line per variant and the two oracles.
+"""
+import csv
+import json
+import pathlib
+import sys
+
+from mlgo import problems as problems_lib
+from mlgo.env import work
+from mlgo.env.policies import LogitShift, ThresholdShift
+from mlgo.evaluation.evaluate import DefaultCache, _cache_key, compile_pair
+from mlgo.util.progress import Progress
+from mlgo.workers import make_pool
+from mlgo.workers.base import in_submission_order
+
+DEFAULT_THRESHOLDS = (-40, -20, -10, 10, 20, 40)
+DEFAULT_SHIFTS = (-4.0, -3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, 4.0)
+# ThresholdShift reads these from the channel's features.
+_THRESHOLD_FEATURES = ("cost_estimate", "threshold")
+
+
+def _pct(new, old):
+  return (new / old - 1.0) * 100.0 if old else 0.0
+
+
+def variants_for(problem, policy=None, thresholds=DEFAULT_THRESHOLDS,
+                 shifts=DEFAULT_SHIFTS) -> list:
+  """[(name, picklable policy)] for `problem` (a Problem); policy: a policy dir or None."""
+  out = []
+  if thresholds:
+    missing = [f for f in _THRESHOLD_FEATURES if f not in problem.feature_names]
+    if missing:
+      raise ValueError(f"{problem.name}: threshold variants need the features "
+                       f"{', '.join(missing)}, which this problem does not send")
+    out += [(f"threshold{int(d):+d}", ThresholdShift(int(d))) for d in thresholds]
+  if policy is not None and shifts:
+    spec, weights, _ = work.policy_ref(str(policy))
+    arch = spec["architecture"]
+    if int(arch.get("num_actions", 0)) != 2:
+      raise ValueError(f"{policy}: logit shifts need a two-action categorical policy, "
+                       f"not {arch['type']}")
+    out += [(f"policy{float(s):+g}", LogitShift(spec, weights, float(s))) for s in shifts]
+  if not out:
+    raise ValueError("headroom: no variants (give thresholds, or a policy and shifts)")
+  return out
+
+
+def _problem_for(problem_name: str, policy):
+  """The problem the compiles run as: a policy of a variant problem (inlining_ir2vec of
+  inlining) runs as its own; any other mismatch is an error."""
+  problem = problems_lib.get_problem(problem_name)
+  if problem.key != "module":
+    raise ValueError(f"{problem_name}: headroom compares per-module scores (inlining for "
+                     f"size); per-function problems (regalloc) have the guarded compile, "
+                     f"which already takes the better of the two per function")
+  if policy is None:
+    return problem
+  theirs = work.policy_ref(str(policy))[0]["problem"]
+  if theirs == problem_name:
+    return problem
+  if problems_lib.get_problem(theirs).variant_of == problem_name:
+    return problems_lib.get_problem(theirs)
+  raise ValueError(f"{policy}: policy is for problem {theirs!r}, not {problem_name!r}")
+
+
+def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "heldout",
+        thresholds=DEFAULT_THRESHOLDS, shifts=DEFAULT_SHIFTS, variants=None, jobs: int = 2,
+        timeout: float = 300.0, pool_kind: str | None = None, use_cache: bool = True,
+        stream=None) -> dict:
+  """Compiles every module of `split` with the default and each variant (module
+  docstring); `variants` ([(name, policy)]) replaces the ones built from thresholds,
+  policy and shifts. Returns the summary (also OUTPUT/summary.json)."""
+  stream = stream or sys.stdout
+  problem = _problem_for(problem_name, policy)
+  variants = list(variants) if variants is not None else variants_for(
+      problem, policy, thresholds, shifts)
+  names = [n for n, _ in variants]
+  if len(set(names)) != len(names):
+    raise ValueError(f"headroom: variant names repeat: {names}")
+  corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=sys.stderr)
+  modules = list(corpus.modules) if split == "all" else corpus.split(split)
+  if not modules:
+    raise ValueError(f"{corpus_dir}: no modules in split {split!r} "
+                     f"(corpus has {len(corpus.modules)} modules)")
+  out = pathlib.Path(output)
+  out.mkdir(parents=True, exist_ok=True)
+  from mlgo.util.cli import mlgo_home  # pylint: disable=import-outside-toplevel
+  tag = f"-{problem.reward_tag()}" if problem.reward_tag else ""   # as evaluate names it
+  cache = DefaultCache(mlgo_home() / "eval_cache" / f"default-{problem.name}{tag}.json")
+  print(f"headroom: {len(modules)} {split} modules of {corpus.path}, {len(variants)} "
+        f"variants ({problem.name})", file=sys.stderr)
+  failed = []
+  defaults = {}
+  with make_pool(pool_kind, jobs) as pool:
+    # 1. The default of each module (from evaluate's cache where it has it).
+    todo = []
+    for m in modules:
+      hit = cache.get(_cache_key(m, problem.name, corpus.llvm_version)) if use_cache else None
+      if hit is not None and hit["ok"]:
+        defaults[m.name] = hit
+      else:
+        todo.append(m)
+    if todo:
+      progress = Progress("headroom: default", len(todo), stream=sys.stderr)
+      ids = [pool.submit(compile_pair, m, problem.name, "default", corpus.llvm_version,
+                         timeout) for m in todo]
+      for r in in_submission_order(pool.results(), ids):
+        m = r.item[0]
+        d = r.value[0] if r.ok else {"ok": False, "reason": (r.error or "cancelled")}
+        if d["ok"]:
+          defaults[m.name] = d
+          cache.put(_cache_key(m, problem.name, corpus.llvm_version), d)
+        else:
+          failed.append({"module": m.name, "variant": "default",
+                         "reason": str(d["reason"]).strip().splitlines()[-1][:300]})
+        progress.update(failed=int(not d["ok"]), node=r.node)
+      progress.close()
+      if use_cache:
+        cache.save()
+    # 2. Every variant of every module whose default compiled.
+    ok_modules = [m for m in modules if m.name in defaults]
+    scores = {m.name: {} for m in ok_modules}
+    progress = Progress("headroom", len(ok_modules) * len(variants), stream=sys.stderr)
+    ids = [pool.submit(compile_pair, m, problem.name, pol, corpus.llvm_version, timeout,
+                       defaults[m.name])
+           for m in ok_modules for _, pol in variants]
+    slots = [(m, name) for m in ok_modules for name in names]
+    pos = {tid: i for i, tid in enumerate(ids)}
+    for r in in_submission_order(pool.results(), ids):
+      m, name = slots[pos[r.task_id]]
+      p = r.value[1] if r.ok else {"ok": False, "reason": (r.error or "cancelled")}
+      if p["ok"]:
+        scores[m.name][name] = sum(p["scores"].values())
+      else:
+        failed.append({"module": m.name, "variant": name,
+                       "reason": str(p["reason"]).strip().splitlines()[-1][:300]})
+      progress.update(failed=int(not p["ok"]), node=r.node)
+    progress.close()
+  rows = []
+  for m in ok_modules:
+    d = sum(defaults[m.name]["scores"].values())
+    best, best_name = d, "default"
+    for name in names:     # ties keep the earlier: the default, then the listed order
+      v = scores[m.name].get(name)
+      if v is not None and v < best:
+        best, best_name = v, name
+    rows.append({"module": m.name, "package": m.package, "language": m.language,
+                 "default": d, "best": best, "best_variant": best_name,
+                 **{n: scores[m.name].get(n) for n in names}})
+  summary = _summary(problem, corpus, split, rows, names, failed)
+  _write(out, rows, names, failed, summary)
+  _print(summary, stream)
+  return summary
+
+
+def _oracle(rows, names, key=None) -> dict:
+  """Per module the smallest of the default and the variants in `names`; totals."""
+  d = b = 0.0
+  smaller = 0
+  for r in rows:
+    if key is not None and key(r) is False:
+      continue
+    best = min([r["default"]] + [r[n] for n in names if r[n] is not None])
+    d += r["default"]
+    b += best
+    smaller += best < r["default"]
+  return {"default": d, "best": b, "change_pct": _pct(b, d), "modules_smaller": smaller}
+
+
+def _summary(problem, corpus, split, rows, names, failed) -> dict:
+  per_variant = {}
+  for n in names:
+    done = [r for r in rows if r[n] is not None]
+    d = sum(r["default"] for r in done)
+    v = sum(r[n] for r in done)
+    per_variant[n] = {"modules": len(done), "change_pct": _pct(v, d),
+                      "modules_smaller": sum(r[n] < r["default"] for r in done),
+                      "modules_bigger": sum(r[n] > r["default"] for r in done),
+                      "best_in": sum(r["best_variant"] == n for r in rows),
+                      "failed": sum(f["variant"] == n for f in failed)}
+  thr = [n for n in names if n.startswith("threshold")]
+  oracles = {"all": _oracle(rows, names)}
+  if thr and len(thr) < len(names):
+    oracles["threshold"] = _oracle(rows, thr)
+    oracles["policy"] = _oracle(rows, [n for n in names if n not in thr])
+  for lang in sorted({r["language"] for r in rows}):
+    oracles[f"all, {lang}"] = _oracle(rows, names, key=lambda r, l=lang: r["language"] == l)
+  per_package = {pkg: _oracle(rows, names, key=lambda r, p=pkg: r["package"] == p)
+                 for pkg in sorted({r["package"] for r in rows})}
+  return {"problem": problem.name, "score": problem.score_name, "corpus": str(corpus.path),
+          "split": split, "modules": len(rows),
+          "default_failed": sum(f["variant"] == "default" for f in failed),
+          "variant_failures": sum(f["variant"] != "default" for f in failed),
+          "variants": per_variant, "best_per_module": oracles, "per_package": per_package}
+
+
+def _write(out, rows, names, failed, summary):
+  with open(out / "headroom.csv", "w", newline="") as f:
+    wr = csv.DictWriter(f, fieldnames=["module", "package", "language", "default", "best",
+                                       "best_variant", *names])
+    wr.writeheader()
+    wr.writerows(rows)
+  if failed:
+    with open(out / "failed.csv", "w", newline="") as f:
+      wr = csv.DictWriter(f, fieldnames=["module", "variant", "reason"])
+      wr.writeheader()
+      wr.writerows(failed)
+  (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+  _plot(summary, out / "headroom.png")
+
+
+def _print(s, stream):
+  print(f"{'variant':<16} {'modules':>7} {'change':>8} {'smaller':>7} {'bigger':>6} "
+        f"{'best in':>7} {'failed':>6}", file=stream)
+  for n, v in s["variants"].items():
+    print(f"{n:<16} {v['modules']:>7} {v['change_pct']:>+7.2f}% {v['modules_smaller']:>7} "
+          f"{v['modules_bigger']:>6} {v['best_in']:>7} {v['failed']:>6}", file=stream)
+  if s["default_failed"] or s["variant_failures"]:
+    print(f"failed compiles: {s['default_failed']} defaults (module left out), "
+          f"{s['variant_failures']} variants (see failed.csv)", file=stream)
+  for k, o in s["best_per_module"].items():
+    print(f"best per module ({k}): change={o['change_pct']:+.2f}% "
+          f"modules_smaller={o['modules_smaller']}", file=stream)
+  o = s["best_per_module"]["all"]
+  print(f"headroom: modules={s['modules']} default_{s['score']}={int(round(o['default']))} "
+        f"best_{s['score']}={int(round(o['best']))} change={o['change_pct']:+.2f}%",
+        file=stream, flush=True)
+
+
+def _plot(s, path):
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  bars = [(n, v["change_pct"], "tab:blue" if n.startswith("threshold") else "tab:orange")
+          for n, v in s["variants"].items()]
+  bars += [(f"best per module ({k})", o["change_pct"], "tab:green")
+           for k, o in s["best_per_module"].items() if "," not in k]
+  fig, ax = plt.subplots(figsize=(7, 0.3 * len(bars) + 1.2))
+  ax.barh(range(len(bars)), [b[1] for b in bars], color=[b[2] for b in bars])
+  ax.set_yticks(range(len(bars)))
+  ax.set_yticklabels([b[0] for b in bars], fontsize=8)
+  ax.invert_yaxis()
+  ax.axvline(0, color="black", linewidth=0.5)
+  ax.set_xlabel(f"total {s['score']} change vs the default (%), lower is better")
+  ax.set_title(f"{s['problem']}: headroom on {s['modules']} {s['split']} modules")
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)

@@ -1,0 +1,103 @@
+"""The headroom report on a real tiny corpus: per module the best is the smallest of the
+default and its variants, `policy+0` is the policy itself (evaluate's figures), a
+crashing variant is counted and skipped, and the inputs it cannot use are refused."""
+import csv
+import json
+import pathlib
+
+import pytest
+
+from mlgo.env.policies import LogitShift, ThresholdShift
+from mlgo import evaluation
+from mlgo.evaluation import headroom
+from mlgo.policy import policy_io
+from mlgo.training import testing
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+PROGRAMS = sorted((pathlib.Path(__file__).parents[1] / "training" / "programs").glob("*.c*"))
+POLICY = ROOT / "models" / "inlining_oz"
+EVICTION = ROOT / "models" / "regalloc_eviction"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+  return testing.make_tiny_corpus(tmp_path_factory.mktemp("corpus"), PROGRAMS, variants=2)
+
+
+class _Crashes:
+  """A policy that fails on its first decision: its compiles fail (fault injection)."""
+
+  def act(self, observation):
+    raise RuntimeError("injected policy failure")
+
+
+def _rows(out):
+  return list(csv.DictReader(open(out / "headroom.csv")))
+
+
+def test_best_is_the_smallest_and_policy_plus_zero_is_the_policy(corpus, tmp_path, capsys):
+  s = headroom.run("inlining", corpus, tmp_path / "h", policy=POLICY, split="all",
+                   thresholds=(-1000, 20), shifts=(0.0, 3.0), pool_kind="thread")
+  assert capsys.readouterr().out.strip().splitlines()[-1].startswith("headroom: modules=8 ")
+  rows = _rows(tmp_path / "h")
+  names = ["threshold-1000", "threshold+20", "policy+0", "policy+3"]
+  assert len(rows) == s["modules"] == 8 and list(s["variants"]) == names
+  for r in rows:
+    sizes = {"default": float(r["default"]), **{n: float(r[n]) for n in names}}
+    assert float(r["best"]) == min(sizes.values())
+    assert sizes[r["best_variant"]] == float(r["best"])
+  # Refusing every inlining changes the code: the variants are real, different compiles.
+  assert any(float(r["threshold-1000"]) != float(r["default"]) for r in rows)
+  d = sum(float(r["default"]) for r in rows)
+  b = sum(float(r["best"]) for r in rows)
+  assert s["best_per_module"]["all"]["change_pct"] == pytest.approx((b / d - 1) * 100)
+  assert s["best_per_module"]["all"]["change_pct"] <= min(
+      min(v["change_pct"] for v in s["variants"].values()), 0.0)
+  assert set(s["best_per_module"]) >= {"all", "threshold", "policy"}
+  # policy+0 is the policy as evaluate runs it, module by module.
+  ev = evaluation.evaluate("inlining", corpus, POLICY, tmp_path / "e", split="all",
+                             pool_kind="thread")
+  plain = {r["module"]: float(r["policy"]) for r in
+           csv.DictReader(open(tmp_path / "e" / "per_key.csv"))}
+  assert {r["module"]: float(r["policy+0"]) for r in rows} == plain
+  assert s["variants"]["policy+0"]["change_pct"] == pytest.approx(ev["change_pct"])
+  assert json.loads((tmp_path / "h" / "summary.json").read_text())["modules"] == 8
+  assert (tmp_path / "h" / "headroom.png").stat().st_size > 0
+  assert not (tmp_path / "h" / "failed.csv").exists()
+
+
+def test_a_crashing_variant_is_counted_and_the_rest_stand(corpus, tmp_path):
+  s = headroom.run("inlining", corpus, tmp_path, split="all", pool_kind="thread",
+                   variants=[("crashes", _Crashes()), ("threshold+0", ThresholdShift(0))])
+  assert s["modules"] == 8 and s["variant_failures"] == 8 and s["default_failed"] == 0
+  assert s["variants"]["crashes"] == dict(s["variants"]["crashes"], modules=0, failed=8)
+  failed = list(csv.DictReader(open(tmp_path / "failed.csv")))
+  assert {f["variant"] for f in failed} == {"crashes"} and len(failed) == 8
+  assert all("injected policy failure" in f["reason"] for f in failed)
+  for r in _rows(tmp_path):
+    assert r["crashes"] == ""     # no size for a failed compile
+    assert float(r["best"]) == min(float(r["default"]), float(r["threshold+0"]))
+
+
+def test_logit_shift_moves_decisions_the_expected_way():
+  """A large positive shift inlines wherever the compiler allows it; a large negative one
+  nowhere; shift 0 decides as the policy does."""
+  p = policy_io.load_policy(POLICY)
+  spec, weights = p.spec, p.arch.w
+  rng = pytest.importorskip("numpy").random.default_rng(0)
+  obs = [{f["name"]: rng.integers(0, 200, size=f["shape"]).astype(f["dtype"])
+          for f in spec["features"]} for _ in range(50)]
+  base = [int(p.act(o)) for o in obs]
+  assert [int(LogitShift(spec, weights, 0.0).act(o)) for o in obs] == base
+  assert all(int(LogitShift(spec, weights, 1e6).act(o)) == 1 for o in obs)
+  assert all(int(LogitShift(spec, weights, -1e6).act(o)) == 0 for o in obs)
+
+
+def test_what_it_cannot_use_is_refused(corpus, tmp_path):
+  with pytest.raises(ValueError, match="per-module"):
+    headroom.run("regalloc_eviction", corpus, tmp_path)
+  with pytest.raises(ValueError, match="no variants"):
+    headroom.run("inlining", corpus, tmp_path, thresholds=(), shifts=(0.0,))
+  with pytest.raises(ValueError, match="not 'inlining'"):
+    headroom.run("inlining", corpus, tmp_path, policy=EVICTION, thresholds=())
+  assert not list(tmp_path.iterdir())   # nothing written for refused runs
