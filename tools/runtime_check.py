@@ -34,17 +34,18 @@ from mlgo.util.cli import policy_path, user_path
 
 
 def main(argv=None):
-  from mlgo.evaluation import runtime_check  # pylint: disable=import-outside-toplevel
-  names = ", ".join(f"{p.name} ({p.role})" for p in runtime_check.PROGRAMS)
+  # pylint: disable=import-outside-toplevel
+  from mlgo.evaluation import runtime_check, runtime_programs, runtime_report
+  names = ", ".join(f"{p.name} ({p.role})" for p in runtime_programs.PROGRAMS)
   ap = argparse.ArgumentParser(description=__doc__.format(
-      programs=runtime_check.describe()), formatter_class=argparse.RawDescriptionHelpFormatter)
+      programs=runtime_programs.describe()), formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--problem", default="regalloc_eviction",
                   choices=["regalloc_eviction", "regalloc_priority"])
   ap.add_argument("--policy", required=True)
   ap.add_argument("--output", default="runtime_check")
   ap.add_argument("--programs", default="",
                   help=f"comma-separated subset (default: all, or all of --role): {names}")
-  ap.add_argument("--role", choices=runtime_check.ROLES, default=None,
+  ap.add_argument("--role", choices=runtime_programs.ROLES, default=None,
                   help="only the programs of this role")
   ap.add_argument("--jobs", type=int, default=2)
   ap.add_argument("--guarded", action="store_true",
@@ -65,8 +66,8 @@ def main(argv=None):
                            role=a.role, jobs=a.jobs, guarded=a.guarded,
                            pgo=a.pgo, layouts=a.layouts)
   (out / "runtime_check.json").write_text(json.dumps(rows, indent=1) + "\n")
-  runtime_check.plot(rows, out / "runtime_check.png")
-  print(runtime_check.format_table(rows))
+  runtime_report.plot(rows, out / "runtime_check.png")
+  print(runtime_report.format_table(rows))
   print(f"runtime_check: wrote {out / 'runtime_check.json'} and {out / 'runtime_check.png'}")
   return 0
 

@@ -24,6 +24,7 @@ import sys
 
 from mlgo import problems as problems_lib
 from mlgo.evaluation import runtime_check as rc
+from mlgo.evaluation import runtime_programs as rp
 from mlgo.profiles import bbmap, blocks as blocks_lib
 
 VARIANTS = ("default", "policy", "sampled")
@@ -62,7 +63,7 @@ def collect(problem: str, out_dir, *, policy_dir=None, programs=None, role=None,
   from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
-  inp, script = rc.write_workload(out)
+  inp, script = rp.write_workload(out)
   pol = None
   if policy_dir:
     pol = policy_io.load_policy(policy_dir)
@@ -73,8 +74,8 @@ def collect(problem: str, out_dir, *, policy_dir=None, programs=None, role=None,
     raise ValueError(f"variants {variants} need a --policy")
   summary_path = out / "summary.json"
   summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-  for prog in rc.select(programs, role):
-    prog, src = rc.prepare_program(prog, out)
+  for prog in rp.select(programs, role):
+    prog, src = rp.prepare_program(prog, out)
     want_hash = None
     for variant in variants:
       vdir = out / prog.name / variant
@@ -86,7 +87,7 @@ def collect(problem: str, out_dir, *, policy_dir=None, programs=None, role=None,
         exe = rc.build_program(prog, src, vdir, problem, None, None, jobs=jobs,
                                llvm_version=llvm_version, llc_flags=bbmap.FLAGS_LLC,
                                policy=_variant_policy(variant, pol))
-        args = rc.program_args(prog, inp, script)
+        args = rp.program_args(prog, inp, script)
         print(f"block_profiles: running {prog.name} ({variant}) under callgrind",
               file=stream, flush=True)
         stdout, prof = blocks_lib.profile_run(exe, args, out, vdir / "callgrind.out")

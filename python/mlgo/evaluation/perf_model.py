@@ -29,7 +29,7 @@ import sys
 import numpy as np
 
 from mlgo.evaluation import block_profiles
-from mlgo.evaluation import runtime_check as rc
+from mlgo.evaluation import runtime_programs as rp
 from mlgo.profiles import blocks as blocks_lib, cost_model, mca
 from mlgo.util.stats import spearman
 
@@ -40,7 +40,7 @@ STATIC_WEIGHTS = {"instructions": 1.0, "spills": 1.0, "reloads": 4.0, "stack_fol
 def load(data_dir) -> dict:
   """{(program, variant): {"rows": [...], "functions": {fn: remarks cost}, "role"}}."""
   d = pathlib.Path(data_dir)
-  roles = {p.name: getattr(p, "role", "") for p in rc.PROGRAMS}
+  roles = {p.name: getattr(p, "role", "") for p in rp.PROGRAMS}
   out = {}
   for p in sorted(d.glob("*/*/blocks.jsonl")):
     prog, variant = p.parent.parent.name, p.parent.name

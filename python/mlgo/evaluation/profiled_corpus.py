@@ -24,6 +24,7 @@ import sys
 from mlgo import env
 from mlgo.env import prepared
 from mlgo.evaluation import runtime_check as rc
+from mlgo.evaluation import runtime_programs as rp
 from mlgo.util.files import write_json_atomic
 from mlgo.util.toolchain import toolchain
 
@@ -42,7 +43,7 @@ def profile_program(prog, src, work: pathlib.Path, inp, script, jobs,
   raw = work / "raw"
   shutil.rmtree(raw, ignore_errors=True)
   raw.mkdir()
-  r = subprocess.run([str(exe)] + rc.program_args(prog, inp, script), cwd=work.parent,
+  r = subprocess.run([str(exe)] + rp.program_args(prog, inp, script), cwd=work.parent,
                      capture_output=True, timeout=3600,
                      env=dict(os.environ, LLVM_PROFILE_FILE=str(raw / "%p.profraw")))
   if r.returncode != 0:
@@ -62,15 +63,15 @@ def build(out_dir, *, role: str = "model", programs=None, jobs: int = 2,
           llvm_version: int = 22, stream=sys.stderr) -> prepared.PreparedCorpus:
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
-  inp, script = rc.write_workload(out / "work")
+  inp, script = rp.write_workload(out / "work")
   llc_flags = ["-O2", "-relocation-model=pic"]
   modules, failures = [], {}
-  for prog in rc.select(programs, role):
+  for prog in rp.select(programs, role):
     done = out / "work" / prog.name / "modules.json"
     if done.exists():
       modules += json.loads(done.read_text())
       continue
-    prog, src = rc.prepare_program(prog, out / "work")
+    prog, src = rp.prepare_program(prog, out / "work")
     work = out / "work" / prog.name
     print(f"profiled_corpus: {prog.name}: instrumented build and run", file=stream, flush=True)
     prof = profile_program(prog, src, work, inp, script, jobs, llvm_version)

@@ -12,6 +12,8 @@ import pytest
 
 from mlgo.corpus import sources
 from mlgo.evaluation import runtime_check as rc
+from mlgo.evaluation import runtime_programs as rp
+from mlgo.evaluation import runtime_report as rr
 from mlgo.util import cli
 from mlgo.util.toolchain import toolchain
 
@@ -19,50 +21,50 @@ SMALL_HELDOUT = "utf8proc"  # two translation units, runs in well under a second
 
 
 def test_table_invariants():
-  names = [p.name for p in rc.PROGRAMS]
+  names = [p.name for p in rp.PROGRAMS]
   assert len(names) == len(set(names))
-  model, heldout = rc.programs("model"), rc.programs("heldout")
+  model, heldout = rp.programs("model"), rp.programs("heldout")
   assert len(model) >= 8 and len(heldout) >= 6
   assert {"lua", "bzip2", "lz4"} <= {p.name for p in model}
   assert {"xxhsum", "libdeflate-gzip"} <= {p.name for p in heldout}
-  for p in heldout + rc.programs("reserve"):  # never code a policy was trained on
+  for p in heldout + rp.programs("reserve"):  # never code a policy was trained on
     assert p.package in sources.UNSEEN_PACKAGES + sources.EXTRA_PACKAGES, p.name
     assert p.package not in sources.DEFAULT_PACKAGES, p.name
   for p in model:
     assert p.package not in sources.UNSEEN_PACKAGES + sources.EXTRA_PACKAGES, p.name
-  for p in rc.PROGRAMS:
-    assert p.role in rc.ROLES and p.workload and p.sources and p.args, p.name
+  for p in rp.PROGRAMS:
+    assert p.role in rp.ROLES and p.workload and p.sources and p.args, p.name
     assert p.cxx == any(s.endswith(rc.CXX_EXTS) for s in p.sources), p.name
   assert any(p.cxx for p in heldout)
 
 
 def test_programs_by_role_and_selection(monkeypatch):
-  assert rc.programs() == rc.PROGRAMS
-  assert (sorted(p.name for r in rc.ROLES for p in rc.programs(r))
-          == sorted(p.name for p in rc.PROGRAMS))
+  assert rp.programs() == rp.PROGRAMS
+  assert (sorted(p.name for r in rp.ROLES for p in rp.programs(r))
+          == sorted(p.name for p in rp.PROGRAMS))
   # Reserve programs run only when asked for, by name or by role.
-  spare = rc.Program("spare", "xxhash", ["x.c"], [], [], ["{input}"], None, role="reserve",
+  spare = rp.Program("spare", "xxhash", ["x.c"], [], [], ["{input}"], None, role="reserve",
                      workload="a stand-in")
-  monkeypatch.setattr(rc, "PROGRAMS", rc.PROGRAMS + [spare])
-  assert "spare" not in [p.name for p in rc.select()]
-  assert "spare" not in [p.name for p in rc.select(role="heldout")]
-  assert [p.name for p in rc.select(role="reserve")][-1] == "spare"
-  assert [p.name for p in rc.select(["spare", "lua"])] == ["lua", "spare"]
-  assert len(rc.select()) == len(rc.PROGRAMS) - len(rc.programs("reserve"))
+  monkeypatch.setattr(rp, "PROGRAMS", rp.PROGRAMS + [spare])
+  assert "spare" not in [p.name for p in rp.select()]
+  assert "spare" not in [p.name for p in rp.select(role="heldout")]
+  assert [p.name for p in rp.select(role="reserve")][-1] == "spare"
+  assert [p.name for p in rp.select(["spare", "lua"])] == ["lua", "spare"]
+  assert len(rp.select()) == len(rp.PROGRAMS) - len(rp.programs("reserve"))
   monkeypatch.undo()
   with pytest.raises(ValueError, match="unknown role"):
-    rc.programs("training")
-  assert [p.name for p in rc.select(["cmark", "lua"], role="heldout")] == ["cmark"]
+    rp.programs("training")
+  assert [p.name for p in rp.select(["cmark", "lua"], role="heldout")] == ["cmark"]
   with pytest.raises(ValueError, match="unknown programs"):
-    rc.select(["nosuchprogram"])
-  for p in rc.PROGRAMS:
-    assert p.name in rc.describe()
+    rp.select(["nosuchprogram"])
+  for p in rp.PROGRAMS:
+    assert p.name in rp.describe()
 
 
 def test_workload_is_deterministic_and_args_resolve(tmp_path):
   a, b = tmp_path / "a", tmp_path / "b"
-  inp, script = rc.write_workload(a)
-  rc.write_workload(b)
+  inp, script = rp.write_workload(a)
+  rp.write_workload(b)
   files = sorted(f.name for f in a.iterdir() if f.is_file())
   assert {"input.txt", "bench.lua", "doc.md", "doc.xml", "doc.json", "doc.yaml",
           "utf8.txt"} <= set(files)
@@ -70,14 +72,14 @@ def test_workload_is_deterministic_and_args_resolve(tmp_path):
     assert (a / f).read_bytes() == (b / f).read_bytes(), f
     assert (a / f).stat().st_size > 1000, f
   assert os.readlink(a / "xmlwf.out" / "doc.xml") == "/dev/stdout"
-  rc.write_workload(a)  # again over an existing directory
-  for p in rc.PROGRAMS:
-    args = rc.program_args(p, inp, script)
+  rp.write_workload(a)  # again over an existing directory
+  for p in rp.PROGRAMS:
+    args = rp.program_args(p, inp, script)
     assert not any(x in " ".join(args) for x in ("{input}", "{script}", "{work}")), p.name
     for x in args:
       if x.startswith(str(a)) and "xmlwf.out" not in x:
         assert pathlib.Path(x).is_file(), (p.name, x)
-  grep = rc.program_args(next(p for p in rc.PROGRAMS if p.name == "pcre2grep"), inp, script)
+  grep = rp.program_args(next(p for p in rp.PROGRAMS if p.name == "pcre2grep"), inp, script)
   assert any("{4,}" in x for x in grep)  # a regex's braces are not placeholders
 
 
@@ -101,7 +103,7 @@ def _source_home(package):
 @pytest.fixture()
 def small_program(tmp_path, monkeypatch):
   """The small held-out program, its Debian source in MLGO_HOME's cache."""
-  prog = next(p for p in rc.PROGRAMS if p.name == SMALL_HELDOUT)
+  prog = next(p for p in rp.PROGRAMS if p.name == SMALL_HELDOUT)
   home = _source_home(prog.package)
   if home is None:  # not fetched yet: fetch it (needs apt's deb-src) into a private home
     home = tmp_path / "home"
@@ -117,11 +119,11 @@ def test_small_heldout_program_builds_and_runs_deterministically(tmp_path, small
   prog = small_program
   assert prog.role == "heldout"
   work = tmp_path / "work"
-  inp, script = rc.write_workload(work)
-  p, src = rc.prepare_program(prog, work)
+  inp, script = rp.write_workload(work)
+  p, src = rp.prepare_program(prog, work)
   exe = rc.build_program(p, src, work / p.name / "default", "regalloc_eviction", None, None,
                          jobs=2)
-  args = rc.program_args(p, inp, script)
+  args = rp.program_args(p, inp, script)
   outs = [subprocess.run([str(exe)] + args, cwd=work, capture_output=True, check=True,
                          timeout=120).stdout for _ in range(2)]
   assert outs[0] and outs[0] == outs[1]
@@ -153,8 +155,8 @@ def test_guarded_pgo_run_on_the_small_program(tmp_path, small_program):
   for side in ("default", "policy"):
     assert len(row["layouts"][side]) == 3 and row["layouts"][side][0] == row[side]
     assert len({m["cycles"] for m in row["layouts"][side]}) > 1, side  # the layout matters
-  assert rc.layout_summary(row)["layouts"] == 3
-  assert row["over_layouts"] == rc.layout_summary(row)
+  assert rr.layout_summary(row)["layouts"] == 3
+  assert row["over_layouts"] == rr.layout_summary(row)
   # A second run into the same dir asking for one layout more measures only that one on
   # the default side (its first three come from the cache).
   log = io.StringIO()
@@ -178,11 +180,11 @@ def test_layouts_move_code_and_data_but_not_behaviour(tmp_path, small_program):
   """A relink in another layout keeps the objects' code and the program's output; the
   addresses of functions and data move, and each layout is the same on every link."""
   work = tmp_path / "work"
-  inp, script = rc.write_workload(work)
-  p, src = rc.prepare_program(small_program, work)
+  inp, script = rp.write_workload(work)
+  p, src = rp.prepare_program(small_program, work)
   build = work / p.name / "default"
   exe0 = rc.build_program(p, src, build, "regalloc_eviction", None, None, jobs=2)
-  args = rc.program_args(p, inp, script)
+  args = rp.program_args(p, inp, script)
   run = lambda exe: subprocess.run([str(exe)] + args, cwd=work, capture_output=True,
                                    check=True, timeout=120).stdout
   out0 = run(exe0)
@@ -223,11 +225,11 @@ def test_measured_runs_do_not_depend_on_the_callers_environment(tmp_path, small_
   paths: the caller's environment does not change the counts, and both sides and every
   layout start with the same argument bytes."""
   work = tmp_path / "w"
-  inp, script = rc.write_workload(work)
-  p, src = rc.prepare_program(small_program, work)
+  inp, script = rp.write_workload(work)
+  p, src = rp.prepare_program(small_program, work)
   exe = rc.build_program(p, src, work / p.name / "default", "regalloc_eviction", None,
                          None, jobs=2)
-  args = rc.program_args(p, inp, script, relative=True)
+  args = rp.program_args(p, inp, script, relative=True)
   assert args and not any(str(work) in a for a in args)
   counts = []
   for noise in ("", "y" * 3000):
@@ -247,12 +249,12 @@ def test_a_program_whose_output_follows_the_layout_is_refused(tmp_path, small_pr
                                                               monkeypatch):
   """Fault injection: a program that prints an address gives a different output in
   another layout; runtime_check refuses to report and names the program and build."""
-  leaky = rc.Program(
+  leaky = rp.Program(
       "leaky", small_program.package, ["{gen}/leaky.c"], [], [], [], None, role="heldout",
       workload="prints where its code is",
       gen_files={"leaky.c": '#include <stdio.h>\nint main(void) { '
                             'printf("%p\\n", (void *)&main); return 0; }\n'})
-  monkeypatch.setattr(rc, "PROGRAMS", rc.PROGRAMS + [leaky])
+  monkeypatch.setattr(rp, "PROGRAMS", rp.PROGRAMS + [leaky])
   model = next(p for p in cli.runfile_candidates("models/regalloc_eviction")
                if (p / "policy.json").exists())
   with pytest.raises(RuntimeError, match=r"leaky: the \w+ build's output changes with its "
