@@ -174,7 +174,7 @@ def _oracle(rows, names, key=None) -> dict:
   d = b = 0.0
   smaller = 0
   for r in rows:
-    if key is not None and key(r) is False:
+    if key is not None and not key(r):
       continue
     best = min([r["default"]] + [r[n] for n in names if r[n] is not None])
     d += r["default"]
