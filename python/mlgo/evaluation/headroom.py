@@ -234,6 +234,11 @@ def _print(s, stream):
   if s["default_failed"] or s["variant_failures"]:
     print(f"failed compiles: {s['default_failed']} defaults (module left out), "
           f"{s['variant_failures']} variants (see failed.csv)", file=stream)
+  if len(s["per_package"]) > 1:   # where the room is, largest first
+    w = max(len(k) for k in s["per_package"])
+    for pkg, o in sorted(s["per_package"].items(), key=lambda kv: kv[1]["change_pct"]):
+      print(f"  {pkg:<{w}}  best per module {o['change_pct']:+7.2f}%  "
+            f"({o['modules_smaller']} modules smaller)", file=stream)
   for k, o in s["best_per_module"].items():
     print(f"best per module ({k}): change={o['change_pct']:+.2f}% "
           f"modules_smaller={o['modules_smaller']}", file=stream)
