@@ -4,6 +4,7 @@ crashing variant is counted and skipped, and the inputs it cannot use are refuse
 import csv
 import json
 import pathlib
+import subprocess
 
 import pytest
 
@@ -12,6 +13,7 @@ from mlgo import evaluation
 from mlgo.evaluation import headroom
 from mlgo.policy import policy_io
 from mlgo.training import testing
+from mlgo.util import cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 PROGRAMS = sorted((pathlib.Path(__file__).parents[1] / "training" / "programs").glob("*.c*"))
@@ -101,3 +103,26 @@ def test_what_it_cannot_use_is_refused(corpus, tmp_path):
   with pytest.raises(ValueError, match="not 'inlining'"):
     headroom.run("inlining", corpus, tmp_path, policy=EVICTION, thresholds=())
   assert not list(tmp_path.iterdir())   # nothing written for refused runs
+
+
+def _tool():
+  for p in cli.runfile_candidates("tools/headroom_report") + [ROOT / "bazel-bin" / "tools" /
+                                                            "headroom_report"]:
+    if p.exists():
+      return str(p)
+  pytest.skip("tools/headroom_report is not built (run under bazel test)")
+
+
+def test_the_tool_writes_its_files_and_refuses_bad_lists(corpus, tmp_path):
+  out = tmp_path / "out"
+  p = subprocess.run([_tool(), f"--corpus={corpus}", "--thresholds=-10,10",
+                      f"--output={out}"], capture_output=True, text=True, timeout=600)
+  assert p.returncode == 0, p.stderr
+  assert "threshold-10" in p.stdout and "threshold+10" in p.stdout
+  assert "headroom: modules=8 " in p.stdout     # a user corpus: all of it, not a split
+  assert {f.name for f in out.iterdir()} >= {"headroom.csv", "summary.json", "headroom.png"}
+  bad = subprocess.run([_tool(), f"--corpus={corpus}", "--thresholds=ten",
+                        f"--output={tmp_path / 'bad'}"], capture_output=True, text=True,
+                       timeout=600)
+  assert bad.returncode != 0 and "not a list of numbers: 'ten'" in bad.stderr
+  assert not (tmp_path / "bad").exists()
