@@ -1,11 +1,13 @@
 """What inlining decisions of the simplest kinds could win on a corpus: per module the
 smallest of the default, the default with its threshold moved, and (with --policy) that
-policy with its inline logit moved. An oracle, to size expectations before training and
+policy with its inline logit moved, and with --search=N a greedy search over single
+decisions (N compiles a module). An oracle, to size expectations before training and
 to read a trained policy's figure against (mlgo/evaluation/headroom.py).
 
   bazel run //tools:headroom_report -- [--corpus=DIR|@SET] [--split=heldout|all] \
       [--policy=models/inlining_oz_ir2vec] [--thresholds=-40,-20,-10,10,20,40] \
-      [--shifts=-4,-3,-2,-1,-0.5,0,0.5,1,2,3,4] [--output=DIR] [--workers=ray ...]
+      [--shifts=-4,-3,-2,-1,-0.5,0,0.5,1,2,3,4] [--search=N] [--output=DIR] \
+      [--workers=ray ...]
 
 Writes headroom.csv, summary.json, headroom.png (and failed.csv) under --output.
 """
@@ -37,6 +39,9 @@ def main(argv=None) -> int:
                   help="threshold moves of the default (empty: none)")
   ap.add_argument("--shifts", default="-4,-3,-2,-1,-0.5,0,0.5,1,2,3,4",
                   help="inline-logit moves of --policy (0 is the policy itself)")
+  ap.add_argument("--search", type=int, default=0,
+                  help="also a greedy search over single decisions, at most this many "
+                       "compiles a module, from --policy's compile (or the default's)")
   ap.add_argument("--output", default="headroom")
   ap.add_argument("--jobs", type=int, default=2)
   ap.add_argument("--timeout", type=float, default=300.0)
@@ -50,7 +55,8 @@ def main(argv=None) -> int:
     s = headroom.run(a.problem, corpus_lib.corpus_arg(a.corpus), user_path(a.output),
                      policy=policy_path(a.policy) if a.policy else None, split=split,
                      thresholds=_numbers(a.thresholds, int),
-                     shifts=_numbers(a.shifts, float), jobs=a.jobs, timeout=a.timeout)
+                     shifts=_numbers(a.shifts, float), search=a.search, jobs=a.jobs,
+                     timeout=a.timeout)
   except ValueError as e:
     print(f"headroom_report: {e}", file=sys.stderr)
     return 2

@@ -89,6 +89,25 @@ class LogitShift:
     return np.int64(np.argmax(logits))
 
 
+class PrefixFlip:
+  """Replays `prefix` (the binary actions of an earlier compile of the same module, in
+  order) before decision `at`, takes the other action at `at`, and lets `then` decide
+  every later one. The compile is deterministic, so the replayed prefix meets the same
+  decisions again; what follows the flip may differ, and `then` handles it."""
+
+  def __init__(self, prefix, at: int, then):
+    self.prefix = [int(a) for a in prefix[:at + 1]]
+    self.at, self.then, self.i = int(at), then, 0
+
+  def act(self, observation):
+    i, self.i = self.i, self.i + 1
+    if i < self.at:
+      return np.int64(self.prefix[i])
+    if i == self.at:
+      return np.int64(1 - self.prefix[i])
+    return self.then.act(observation)
+
+
 class RandomPolicy:
   """Uniformly random valid decisions (seeded), by the problem's own rule
   (Problem.random_action): inline or not; a masked-valid column; a priority uniform in

@@ -7,6 +7,9 @@ compiled with a family of variants:
     env.policies.ThresholdShift): the global knob of the heuristic;
   - with a policy dir, that policy with its inline logit moved (`policy+S`,
     env.policies.LogitShift; `policy+0` is the policy itself): the policy's global knob;
+  - with `search=N`, a greedy search over single decisions (`searchN`, search_module):
+    from the policy's compile (or the default's), flip one decision at a time, least
+    confident first, keep a flip that makes the module smaller, at most N compiles;
 and per module the smallest of the default and every variant is kept. That "best per
 module" is an oracle (it knows each module's answer); no single compile setting reaches
 it, so it is a yardstick, not a result: if it is small, no knob of these kinds pays on
@@ -20,10 +23,13 @@ import csv
 import json
 import pathlib
 import sys
+import zlib
+
+import numpy as np
 
 from mlgo import problems as problems_lib
 from mlgo.env import work
-from mlgo.env.policies import LogitShift, ThresholdShift
+from mlgo.env.policies import LogitShift, PrefixFlip, ThresholdShift
 from mlgo.evaluation.evaluate import DefaultCache, _cache_key, compile_pair
 from mlgo.util.progress import Progress
 from mlgo.workers import make_pool
@@ -79,17 +85,83 @@ def _problem_for(problem_name: str, policy):
   raise ValueError(f"{policy}: policy is for problem {theirs!r}, not {problem_name!r}")
 
 
+def _margins(ref, traj) -> np.ndarray:
+  """How sure the policy was of each decision of `traj` (|logit difference|); for the
+  default (no logits) a fixed random order, seeded by the caller."""
+  spec, weights, _ = ref
+  p = work.make_policy((spec, weights, True))
+  n = len(traj.actions)
+  feats = np.concatenate([np.asarray(traj.features[f], np.float64).reshape(n, -1)
+                          for f in p.input_names], axis=1)
+  lg = p.arch.dist_params(p.normalizer.encode_scalar_rows(feats))["logits"]
+  return np.abs(lg[:, 1] - lg[:, 0])
+
+
+def search_module(module, problem_name: str, ref, budget: int, llvm_version: int,
+                  timeout: float, seed: int = 0) -> dict:
+  """Work item: greedy search over single decisions, at most `budget` compiles. From the
+  compile of `ref` (a policy ref, or "default"), try flipping one decision at a time
+  (least confident first for a policy; a seeded random order for the default), with the
+  decisions before it replayed and `ref` deciding after it (PrefixFlip). A flip that
+  makes the module smaller is kept, and the search goes on after it (an earlier flip
+  would hand the later decisions back to `ref`). Returns {"ok", "size", "start_size",
+  "compiles", "kept", "decisions"} or {"ok": False, "reason"}."""
+  from mlgo import env  # pylint: disable=import-outside-toplevel
+  problem = problems_lib.get_problem(problem_name)
+  rng = np.random.default_rng([seed, zlib.crc32(module.name.encode())])
+
+  def compile_with(policy):
+    r = env.compile_module(module, problem, policy, llvm_version=llvm_version,
+                           timeout=timeout)
+    if not r.ok:
+      return None, None, r.reason
+    traj = r.trajectories[0] if r.trajectories else None
+    return sum(problem.score_fn(r.reward).values()), traj, None
+
+  size, traj, why = compile_with(work.make_policy(ref, problem=problem))
+  if size is None:
+    return {"ok": False, "reason": f"start compile: {why}"}
+  start_size, compiles, kept, lo = size, 1, 0, 0
+  tried = set()
+  while compiles < budget and traj is not None and len(traj.actions):
+    n = len(traj.actions)
+    order = (np.argsort(_margins(ref, traj), kind="stable") if ref != "default"
+             else rng.permutation(n))
+    cand = [int(i) for i in order if i >= lo and int(i) not in tried]
+    if not cand:
+      break
+    at = cand[0]
+    tried.add(at)
+    s2, t2, _ = compile_with(PrefixFlip(traj.actions, at, work.make_policy(ref, problem=problem)))
+    compiles += 1
+    if s2 is not None and s2 < size:
+      size, traj, lo, kept, tried = s2, t2, at + 1, kept + 1, set()
+  return {"ok": True, "size": size, "start_size": start_size, "compiles": compiles,
+          "kept": kept, "decisions": len(traj.actions) if traj is not None else 0}
+
+
 def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "heldout",
         thresholds=DEFAULT_THRESHOLDS, shifts=DEFAULT_SHIFTS, variants=None, jobs: int = 2,
         timeout: float = 300.0, pool_kind: str | None = None, use_cache: bool = True,
-        stream=None) -> dict:
+        search: int = 0, stream=None) -> dict:
   """Compiles every module of `split` with the default and each variant (module
   docstring); `variants` ([(name, policy)]) replaces the ones built from thresholds,
-  policy and shifts. Returns the summary (also OUTPUT/summary.json)."""
+  policy and shifts; search > 0 adds the greedy search with that many compiles a module
+  (from the policy's compile, or the default's without a policy). Returns the summary
+  (also OUTPUT/summary.json)."""
   stream = stream or sys.stdout
   problem = _problem_for(problem_name, policy)
-  variants = list(variants) if variants is not None else variants_for(
-      problem, policy, thresholds, shifts)
+  if search < 0:
+    raise ValueError(f"headroom: search budget {search} < 0")
+  if variants is None and not search:
+    variants = variants_for(problem, policy, thresholds, shifts)
+  elif variants is None:
+    variants = variants_for(problem, policy, thresholds, shifts) if (
+        thresholds or (policy is not None and shifts)) else []
+  variants = list(variants)
+  search_ref = (work.policy_ref(str(policy)) if policy is not None else "default")
+  if search:   # a work item of its own kind, listed and reported like a variant
+    variants.append((f"search{search}", ("search", search_ref)))
   names = [n for n, _ in variants]
   if len(set(names)) != len(names):
     raise ValueError(f"headroom: variant names repeat: {names}")
@@ -137,15 +209,29 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
     ok_modules = [m for m in modules if m.name in defaults]
     scores = {m.name: {} for m in ok_modules}
     progress = Progress("headroom", len(ok_modules) * len(variants), stream=sys.stderr)
-    ids = [pool.submit(compile_pair, m, problem.name, pol, corpus.llvm_version, timeout,
-                       defaults[m.name])
-           for m in ok_modules for _, pol in variants]
+    ids = []
+    for m in ok_modules:
+      for _, pol in variants:
+        if isinstance(pol, tuple) and pol[0] == "search":
+          ids.append(pool.submit(search_module, m, problem.name, pol[1], search,
+                                 corpus.llvm_version, timeout))
+        else:
+          ids.append(pool.submit(compile_pair, m, problem.name, pol, corpus.llvm_version,
+                                 timeout, defaults[m.name]))
     slots = [(m, name) for m in ok_modules for name in names]
     pos = {tid: i for i, tid in enumerate(ids)}
+    searched = {"compiles": 0, "kept": 0}
     for r in in_submission_order(pool.results(), ids):
       m, name = slots[pos[r.task_id]]
-      p = r.value[1] if r.ok else {"ok": False, "reason": (r.error or "cancelled")}
-      if p["ok"]:
+      p = r.value if r.ok else {"ok": False, "reason": (r.error or "cancelled")}
+      if isinstance(p, tuple):   # compile_pair's (default, policy)
+        p = p[1]
+      if p["ok"] and "size" in p:   # search_module's
+        scores[m.name][name] = float(p["size"])
+        searched["compiles"] += p["compiles"]
+        searched["kept"] += p["kept"]
+        progress.extra = f"search: {searched['kept']} flips kept"
+      elif p["ok"]:
         scores[m.name][name] = sum(p["scores"].values())
       else:
         failed.append({"module": m.name, "variant": name,
@@ -164,6 +250,9 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
                  "default": d, "best": best, "best_variant": best_name,
                  **{n: scores[m.name].get(n) for n in names}})
   summary = _summary(problem, corpus, split, rows, names, failed)
+  if search:
+    summary["search"] = dict(searched, budget=search,
+                             start="default" if search_ref == "default" else str(policy))
   _write(out, rows, names, failed, summary)
   _print(summary, stream)
   return summary
@@ -194,11 +283,11 @@ def _summary(problem, corpus, split, rows, names, failed) -> dict:
                       "modules_bigger": sum(r[n] > r["default"] for r in done),
                       "best_in": sum(r["best_variant"] == n for r in rows),
                       "failed": sum(f["variant"] == n for f in failed)}
-  thr = [n for n in names if n.startswith("threshold")]
   oracles = {"all": _oracle(rows, names)}
-  if thr and len(thr) < len(names):
-    oracles["threshold"] = _oracle(rows, thr)
-    oracles["policy"] = _oracle(rows, [n for n in names if n not in thr])
+  groups = {g: [n for n in names if n.startswith(g)] for g in ("threshold", "policy", "search")}
+  groups = {g: ns for g, ns in groups.items() if ns}
+  if len(groups) > 1:
+    oracles.update({g: _oracle(rows, ns) for g, ns in groups.items()})
   for lang in sorted({r["language"] for r in rows}):
     oracles[f"all, {lang}"] = _oracle(rows, names, key=lambda r, l=lang: r["language"] == l)
   per_package = {pkg: _oracle(rows, names, key=lambda r, p=pkg: r["package"] == p)
@@ -252,7 +341,9 @@ def _plot(s, path):
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  bars = [(n, v["change_pct"], "tab:blue" if n.startswith("threshold") else "tab:orange")
+  color = {"threshold": "tab:blue", "policy": "tab:orange", "search": "tab:purple"}
+  bars = [(n, v["change_pct"], next((c for g, c in color.items() if n.startswith(g)),
+                                     "tab:gray"))
           for n, v in s["variants"].items()]
   bars += [(f"best per module ({k})", o["change_pct"], "tab:green")
            for k, o in s["best_per_module"].items() if "," not in k]

@@ -1,15 +1,17 @@
 """The headroom report on a real tiny corpus: per module the best is the smallest of the
-default and its variants, `policy+0` is the policy itself (evaluate's figures), a
-crashing variant is counted and skipped, and the inputs it cannot use are refused."""
+default and its variants, `policy+0` is the policy itself (evaluate's figures), the
+greedy search keeps only flips that shrink, a crashing variant is counted and skipped,
+and the inputs it cannot use are refused."""
 import csv
 import json
 import pathlib
 import subprocess
 
+import numpy as np
 import pytest
 
-from mlgo.env.policies import LogitShift, ThresholdShift
 from mlgo import evaluation
+from mlgo.env.policies import LogitShift, PrefixFlip, ThresholdShift
 from mlgo.evaluation import headroom
 from mlgo.policy import policy_io
 from mlgo.training import testing
@@ -81,12 +83,38 @@ def test_a_crashing_variant_is_counted_and_the_rest_stand(corpus, tmp_path):
     assert float(r["best"]) == min(float(r["default"]), float(r["threshold+0"]))
 
 
+def test_search_keeps_only_flips_that_shrink(corpus, tmp_path):
+  """From the policy's compile the search is never bigger than the policy, per module,
+  and on this corpus it finds smaller code for some module; from the default's compile
+  it is never bigger than the default."""
+  s = headroom.run("inlining", corpus, tmp_path / "p", policy=POLICY, split="all",
+                   thresholds=(), shifts=(0.0,), search=6, pool_kind="thread")
+  rows = _rows(tmp_path / "p")
+  assert all(float(r["search6"]) <= float(r["policy+0"]) for r in rows)
+  assert any(float(r["search6"]) < float(r["policy+0"]) for r in rows)
+  assert s["search"]["kept"] >= 1 and s["search"]["budget"] == 6
+  assert s["modules"] <= s["search"]["compiles"] <= 6 * s["modules"]
+  d = headroom.run("inlining", corpus, tmp_path / "d", split="all", thresholds=(),
+                   search=3, pool_kind="thread")
+  assert list(d["variants"]) == ["search3"] and d["search"]["start"] == "default"
+  assert all(float(r["search3"]) <= float(r["default"]) for r in _rows(tmp_path / "d"))
+  with pytest.raises(ValueError, match="search budget"):
+    headroom.run("inlining", corpus, tmp_path / "x", search=-1)
+
+
+def test_prefix_flip_replays_then_flips_then_hands_over():
+  then = ThresholdShift(0)
+  f = PrefixFlip([1, 0, 1, 1], 2, then)
+  obs = {"cost_estimate": np.array([5]), "threshold": np.array([10])}   # then: inline
+  assert [int(f.act(obs)) for _ in range(5)] == [1, 0, 0, 1, 1]
+
+
 def test_logit_shift_moves_decisions_the_expected_way():
   """A large positive shift inlines wherever the compiler allows it; a large negative one
   nowhere; shift 0 decides as the policy does."""
   p = policy_io.load_policy(POLICY)
   spec, weights = p.spec, p.arch.w
-  rng = pytest.importorskip("numpy").random.default_rng(0)
+  rng = np.random.default_rng(0)
   obs = [{f["name"]: rng.integers(0, 200, size=f["shape"]).astype(f["dtype"])
           for f in spec["features"]} for _ in range(50)]
   base = [int(p.act(o)) for o in obs]
