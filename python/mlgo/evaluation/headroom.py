@@ -17,7 +17,8 @@ this code, and a learned per-call-site policy has to find gains of another kind.
 
 Writes headroom.csv (per module: default, each variant, the best and which variant),
 summary.json, failed.csv (a crashed or hung compile skips that variant of that module
-and is counted) and headroom.png; prints one line per variant and the two oracles.
+and is counted) and headroom.png; prints one line per variant, the room per package
+and the per-module best over all variants and over each kind.
 """
 import csv
 import json
@@ -86,8 +87,7 @@ def _problem_for(problem_name: str, policy):
 
 
 def _margins(ref, traj) -> np.ndarray:
-  """How sure the policy was of each decision of `traj` (|logit difference|); for the
-  default (no logits) a fixed random order, seeded by the caller."""
+  """How sure the policy `ref` was of each decision of `traj` (|logit difference|)."""
   spec, weights, _ = ref
   p = work.make_policy((spec, weights, True))
   n = len(traj.actions)
@@ -132,7 +132,8 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
       break
     at = cand[0]
     tried.add(at)
-    s2, t2, _ = compile_with(PrefixFlip(traj.actions, at, work.make_policy(ref, problem=problem)))
+    then = work.make_policy(ref, problem=problem)
+    s2, t2, _ = compile_with(PrefixFlip(traj.actions, at, then))
     compiles += 1
     if s2 is not None and s2 < size:
       size, traj, lo, kept, tried = s2, t2, at + 1, kept + 1, set()
