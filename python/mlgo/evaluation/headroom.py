@@ -154,11 +154,9 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
   problem = _problem_for(problem_name, policy)
   if search < 0:
     raise ValueError(f"headroom: search budget {search} < 0")
-  if variants is None and not search:
-    variants = variants_for(problem, policy, thresholds, shifts)
-  elif variants is None:
-    variants = variants_for(problem, policy, thresholds, shifts) if (
-        thresholds or (policy is not None and shifts)) else []
+  if variants is None:   # none asked for is an error only without a search
+    knobs = bool(thresholds) or (policy is not None and bool(shifts))
+    variants = variants_for(problem, policy, thresholds, shifts) if knobs or not search else []
   variants = list(variants)
   search_ref = (work.policy_ref(str(policy)) if policy is not None else "default")
   if search:   # a work item of its own kind, listed and reported like a variant
