@@ -79,8 +79,7 @@ class LogitShift:
     if self._policy is None:
       from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
       self._policy = policy_io.Policy(self.spec, self.weights, greedy=True)
-    p = self._policy
-    params = p.arch.dist_params(p.normalizer.encode_one(p.raw_vector(observation))[None, :])
+    params = self._policy.dist_params(observation)
     if "logits" not in params:
       raise ValueError(f"LogitShift needs a categorical policy, not "
                        f"{self.spec['architecture']['type']}")

@@ -30,7 +30,7 @@ from mlgo.workers.base import in_submission_order
 REGRESSION_THRESHOLD = 0.01
 
 
-def _cache_key(module, problem_name, llvm_version):
+def cache_key(module, problem_name, llvm_version):
   st = os.stat(module.bc_path)
   flags = getattr(module, "cc1_flags", None) or getattr(module, "llc_flags", [])
   h = hashlib.sha1("\0".join(["v2", problem_name, str(llvm_version), str(module.bc_path),
@@ -51,6 +51,14 @@ class DefaultCache:
         self.data = json.loads(self.path.read_text())
       except (OSError, ValueError):
         self.data = {}
+
+  @classmethod
+  def for_problem(cls, problem):
+    """The cache of `problem`'s default compiles under mlgo_home(), one file per problem
+    and reward (evaluate and headroom share it)."""
+    from mlgo.util.cli import mlgo_home  # pylint: disable=import-outside-toplevel
+    tag = f"-{problem.reward_tag()}" if problem.reward_tag else ""
+    return cls(mlgo_home() / "eval_cache" / f"default-{problem.name}{tag}.json")
 
   def get(self, key):
     return self.data.get(key)
@@ -271,13 +279,11 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
   progress = Progress("evaluate", len(modules), stream=sys.stderr)
   main, plain = _Tally(), (_Tally() if plain_output is not None else None)
   guard = {"compiles": 0, "policy_functions": 0, "mismatches": []}
-  from mlgo.util.cli import mlgo_home  # pylint: disable=import-outside-toplevel
-  tag = f"-{problem.reward_tag()}" if problem.reward_tag else ""
-  cache = DefaultCache(mlgo_home() / "eval_cache" / f"default-{problem_name}{tag}.json")
+  cache = DefaultCache.for_problem(problem)
   with make_pool(pool_kind, jobs) as pool:
     ids = []
     for m in modules:
-      key = _cache_key(m, problem_name, corpus.llvm_version)
+      key = cache_key(m, problem_name, corpus.llvm_version)
       cached = cache.get(key) if use_cache else None
       ids.append(pool.submit(compile_pair, m, problem_name, ref, corpus.llvm_version,
                              timeout, cached, guarded))
@@ -294,7 +300,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
         continue
       d, p = r.value
       if d["ok"]:
-        cache.put(_cache_key(m, problem_name, corpus.llvm_version), d)
+        cache.put(cache_key(m, problem_name, corpus.llvm_version), d)
       if plain is not None:
         plain.add(m, d, p.get("plain") or {"ok": False, "reason": p["reason"]}, r.where(),
                   problem.missing_score)

@@ -31,7 +31,7 @@ import numpy as np
 from mlgo import problems as problems_lib
 from mlgo.env import work
 from mlgo.env.policies import LogitShift, PrefixFlip, ThresholdShift
-from mlgo.evaluation.evaluate import DefaultCache, _cache_key, compile_pair
+from mlgo.evaluation.evaluate import DefaultCache, cache_key, compile_pair
 from mlgo.util.progress import Progress
 from mlgo.workers import make_pool
 from mlgo.workers.base import in_submission_order
@@ -47,8 +47,9 @@ def _pct(new, old):
 
 
 def variants_for(problem, policy=None, thresholds=DEFAULT_THRESHOLDS,
-                 shifts=DEFAULT_SHIFTS) -> list:
-  """[(name, picklable policy)] for `problem` (a Problem); policy: a policy dir or None."""
+                 shifts=DEFAULT_SHIFTS, ref=None) -> list:
+  """[(name, picklable policy)] for `problem` (a Problem); policy: a policy dir or None
+  (ref: its work.policy_ref, if already loaded)."""
   out = []
   if thresholds:
     missing = [f for f in _THRESHOLD_FEATURES if f not in problem.feature_names]
@@ -57,7 +58,7 @@ def variants_for(problem, policy=None, thresholds=DEFAULT_THRESHOLDS,
                        f"{', '.join(missing)}, which this problem does not send")
     out += [(f"threshold{int(d):+d}", ThresholdShift(int(d))) for d in thresholds]
   if policy is not None and shifts:
-    spec, weights, _ = work.policy_ref(str(policy))
+    spec, weights, _ = ref or work.policy_ref(str(policy))
     arch = spec["architecture"]
     if int(arch.get("num_actions", 0)) != 2:
       raise ValueError(f"{policy}: logit shifts need a two-action categorical policy, "
@@ -68,9 +69,10 @@ def variants_for(problem, policy=None, thresholds=DEFAULT_THRESHOLDS,
   return out
 
 
-def _problem_for(problem_name: str, policy):
-  """The problem the compiles run as: a policy of a variant problem (inlining_ir2vec of
-  inlining) runs as its own; any other mismatch is an error."""
+def _problem_for(problem_name: str, policy, ref):
+  """The problem the compiles run as: a policy (dir `policy`, loaded as `ref`) of a
+  variant problem (inlining_ir2vec of inlining) runs as its own; any other mismatch is
+  an error."""
   problem = problems_lib.get_problem(problem_name)
   if problem.key != "module":
     raise ValueError(f"{problem_name}: headroom compares per-module scores (inlining for "
@@ -78,23 +80,12 @@ def _problem_for(problem_name: str, policy):
                      f"which already takes the better of the two per function")
   if policy is None:
     return problem
-  theirs = work.policy_ref(str(policy))[0]["problem"]
+  theirs = ref[0]["problem"]
   if theirs == problem_name:
     return problem
   if problems_lib.get_problem(theirs).variant_of == problem_name:
     return problems_lib.get_problem(theirs)
   raise ValueError(f"{policy}: policy is for problem {theirs!r}, not {problem_name!r}")
-
-
-def _margins(ref, traj) -> np.ndarray:
-  """How sure the policy `ref` was of each decision of `traj` (|logit difference|)."""
-  spec, weights, _ = ref
-  p = work.make_policy((spec, weights, True))
-  n = len(traj.actions)
-  feats = np.concatenate([np.asarray(traj.features[f], np.float64).reshape(n, -1)
-                          for f in p.input_names], axis=1)
-  lg = p.arch.dist_params(p.normalizer.encode_scalar_rows(feats))["logits"]
-  return np.abs(lg[:, 1] - lg[:, 0])
 
 
 def search_module(module, problem_name: str, ref, budget: int, llvm_version: int,
@@ -118,25 +109,32 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
     traj = r.trajectories[0] if r.trajectories else None
     return sum(problem.score_fn(r.reward).values()), traj, None
 
-  size, traj, why = compile_with(work.make_policy(ref, problem=problem))
+  base = work.make_policy(ref, problem=problem)   # greedy: the same answers every compile
+
+  def least_sure_first(traj):   # |logit difference| of each decision, smallest first
+    lg = base.dist_params_batch(traj.features)["logits"]
+    return np.argsort(np.abs(lg[:, 1] - lg[:, 0]), kind="stable")
+
+  size, traj, why = compile_with(base)
   if size is None:
     return {"ok": False, "reason": f"start compile: {why}"}
   start_size, compiles, kept, lo = size, 1, 0, 0
   tried = set()
+  order = least_sure_first(traj) if ref != "default" and traj is not None else None
   while compiles < budget and traj is not None and len(traj.actions):
-    n = len(traj.actions)
-    order = (np.argsort(_margins(ref, traj), kind="stable") if ref != "default"
-             else rng.permutation(n))
-    cand = [int(i) for i in order if i >= lo and int(i) not in tried]
+    # The default has no logits: a fresh seeded draw each try (a random untried decision).
+    todo = order if ref != "default" else rng.permutation(len(traj.actions))
+    cand = [int(i) for i in todo if i >= lo and int(i) not in tried]
     if not cand:
       break
     at = cand[0]
     tried.add(at)
-    then = work.make_policy(ref, problem=problem)
-    s2, t2, _ = compile_with(PrefixFlip(traj.actions, at, then))
+    s2, t2, _ = compile_with(PrefixFlip(traj.actions, at, base))
     compiles += 1
     if s2 is not None and s2 < size:
       size, traj, lo, kept, tried = s2, t2, at + 1, kept + 1, set()
+      if ref != "default":
+        order = least_sure_first(traj)
   return {"ok": True, "size": size, "start_size": start_size, "compiles": compiles,
           "kept": kept, "decisions": len(traj.actions) if traj is not None else 0}
 
@@ -151,14 +149,16 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
   (from the policy's compile, or the default's without a policy). Returns the summary
   (also OUTPUT/summary.json)."""
   stream = stream or sys.stdout
-  problem = _problem_for(problem_name, policy)
+  ref = work.policy_ref(str(policy)) if policy is not None else None   # loaded once
+  problem = _problem_for(problem_name, policy, ref)
   if search < 0:
     raise ValueError(f"headroom: search budget {search} < 0")
   if variants is None:   # none asked for is an error only without a search
     knobs = bool(thresholds) or (policy is not None and bool(shifts))
-    variants = variants_for(problem, policy, thresholds, shifts) if knobs or not search else []
+    variants = (variants_for(problem, policy, thresholds, shifts, ref=ref)
+                if knobs or not search else [])
   variants = list(variants)
-  search_ref = (work.policy_ref(str(policy)) if policy is not None else "default")
+  search_ref = ref or "default"
   if search:   # a work item of its own kind, listed and reported like a variant
     variants.append((f"search{search}", ("search", search_ref)))
   names = [n for n, _ in variants]
@@ -171,9 +171,7 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
                      f"(corpus has {len(corpus.modules)} modules)")
   out = pathlib.Path(output)
   out.mkdir(parents=True, exist_ok=True)
-  from mlgo.util.cli import mlgo_home  # pylint: disable=import-outside-toplevel
-  tag = f"-{problem.reward_tag()}" if problem.reward_tag else ""   # as evaluate names it
-  cache = DefaultCache(mlgo_home() / "eval_cache" / f"default-{problem.name}{tag}.json")
+  cache = DefaultCache.for_problem(problem)
   print(f"headroom: {len(modules)} {split} modules of {corpus.path}, {len(variants)} "
         f"variants ({problem.name})", file=sys.stderr)
   failed = []
@@ -182,7 +180,7 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
     # 1. The default of each module (from evaluate's cache where it has it).
     todo = []
     for m in modules:
-      hit = cache.get(_cache_key(m, problem.name, corpus.llvm_version)) if use_cache else None
+      hit = cache.get(cache_key(m, problem.name, corpus.llvm_version)) if use_cache else None
       if hit is not None and hit["ok"]:
         defaults[m.name] = hit
       else:
@@ -196,10 +194,9 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
         d = r.value[0] if r.ok else {"ok": False, "reason": (r.error or "cancelled")}
         if d["ok"]:
           defaults[m.name] = d
-          cache.put(_cache_key(m, problem.name, corpus.llvm_version), d)
+          cache.put(cache_key(m, problem.name, corpus.llvm_version), d)
         else:
-          failed.append({"module": m.name, "variant": "default",
-                         "reason": str(d["reason"]).strip().splitlines()[-1][:300]})
+          failed.append({"module": m.name, "variant": "default", "reason": _last_line(d)})
         progress.update(failed=int(not d["ok"]), node=r.node)
       progress.close()
       if use_cache:
@@ -233,8 +230,7 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
       elif p["ok"]:
         scores[m.name][name] = sum(p["scores"].values())
       else:
-        failed.append({"module": m.name, "variant": name,
-                       "reason": str(p["reason"]).strip().splitlines()[-1][:300]})
+        failed.append({"module": m.name, "variant": name, "reason": _last_line(p)})
       progress.update(failed=int(not p["ok"]), node=r.node)
     progress.close()
   rows = []
@@ -255,6 +251,12 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
   _write(out, rows, names, failed, summary)
   _print(summary, stream)
   return summary
+
+
+def _last_line(result) -> str:
+  """A failed result's reason, its last line (a traceback's is the error), cut short."""
+  lines = str(result["reason"]).strip().splitlines()
+  return (lines[-1] if lines else "no reason given")[:300]
 
 
 def _oracle(rows, names, key=None) -> dict:

@@ -66,9 +66,12 @@ class Policy:
     return np.concatenate([np.asarray(observation[n], np.float64).reshape(-1)
                            for n in self.input_names])
 
+  def dist_params(self, observation: dict) -> dict:
+    """The architecture's distribution parameters (e.g. logits) for one observation."""
+    return self.arch.dist_params(self.normalizer.encode_one(self.raw_vector(observation))[None, :])
+
   def act(self, observation: dict):
-    enc = self.normalizer.encode_one(self.raw_vector(observation))[None, :]
-    params = self.arch.dist_params(enc)
+    params = self.dist_params(observation)
     if self.greedy_mode and self.defer_margin and self.defer_feature in observation:
       lg = params["logits"][0].astype(np.float64)
       p = np.exp(lg - lg.max())

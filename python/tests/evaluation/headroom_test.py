@@ -134,11 +134,10 @@ def test_what_it_cannot_use_is_refused(corpus, tmp_path):
 
 
 def _tool():
-  for p in cli.runfile_candidates("tools/headroom_report") + [ROOT / "bazel-bin" / "tools" /
-                                                            "headroom_report"]:
-    if p.exists():
-      return str(p)
-  pytest.skip("tools/headroom_report is not built (run under bazel test)")
+  built = cli.built_file("tools/headroom_report")
+  if built is None:
+    pytest.skip("tools/headroom_report is not built (run under bazel test)")
+  return str(built)
 
 
 def test_the_tool_writes_its_files_and_refuses_bad_lists(corpus, tmp_path):
