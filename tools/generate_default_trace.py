@@ -4,7 +4,8 @@
       [--sampling_rate=R] [--jobs=N]
 Appendable: modules already in --output are skipped, so an interrupted run can resume.
 Problems whose channel does not send the default's decision (regalloc) trace the
-prepared corpus with the tracer plugin (cc/regalloc_trace).
+prepared corpus with the tracer plugin (cc/regalloc_trace). --policy=DIR traces that
+policy's own compiles instead (the states to distill it from: train_bc --teacher=DIR).
 """
 import argparse
 import sys
@@ -27,6 +28,7 @@ def main(argv=None):
   ap.add_argument("--seed", type=int, default=0)
   ap.add_argument("--max_decisions_per_module", type=int, default=0,
                   help="keep a seeded sample of at most this many decisions per module")
+  ap.add_argument("--policy", help="policy dir in the loop instead of the default")
   workers.add_flags(ap)
   a = ap.parse_args(argv)
   workers.apply_flags(a)
@@ -34,7 +36,8 @@ def main(argv=None):
   stats = trace.generate_default_trace(user_path(a.corpus), a.problem, user_path(a.output),
                                        sampling_rate=a.sampling_rate, jobs=a.jobs,
                                        timeout=a.timeout, seed=a.seed, split=a.split,
-                                       max_decisions_per_module=a.max_decisions_per_module)
+                                       max_decisions_per_module=a.max_decisions_per_module,
+                                       policy_dir=user_path(a.policy) if a.policy else None)
   return 0 if stats["modules"] > 0 or stats["failed"] == 0 else 1
 
 

@@ -28,6 +28,9 @@ def main(argv=None):
   ap.add_argument("--explore_tau", type=float, default=10.0)
   ap.add_argument("--teacher", help="policy dir whose greedy decisions are the labels "
                                     "instead of the trace's default actions")
+  ap.add_argument("--encoding", default="quantile", choices=["quantile", "slog"],
+                  help="feature encoding: quantile (3 floats a feature) or slog (1: the "
+                       "scaled log; cheaper to evaluate in a release compiler)")
   a = ap.parse_args(argv)
   from mlgo.training import bc  # pylint: disable=import-outside-toplevel
   m = bc.train_bc(user_path(a.trace), user_path(a.output),
@@ -36,7 +39,8 @@ def main(argv=None):
                   heldout_fraction=a.heldout_fraction, seed=a.seed,
                   label_smoothing=a.label_smoothing, explore_eps=a.explore_eps,
                   explore_tau=a.explore_tau,
-                  teacher=user_path(a.teacher) if a.teacher else None)
+                  teacher=user_path(a.teacher) if a.teacher else None,
+                  encoding=a.encoding)
   if "heldout_accuracy" in m:
     print(f"heldout_accuracy={m['heldout_accuracy']:.4f} train_accuracy={m['train_accuracy']:.4f}")
   else:

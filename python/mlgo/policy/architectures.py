@@ -54,6 +54,9 @@ class Architecture:
   # Names of dist_params entries that parameterize the distribution (what PPO stores
   # per decision); other entries (e.g. the eviction mask) are helpers.
   DIST_PARAMS = ("logits",)
+  # Feature encodings (mlgo.policy.normalization.ENCODINGS) the architecture can read:
+  # the column architectures slice the quantile encoding's three floats per element.
+  ENCODINGS = ("quantile", "slog")
 
   def __init__(self, config: dict, weights: dict):
     self.config = config
@@ -306,6 +309,7 @@ def scorer_logits_tf(tf, w, config, enc):
 @register_architecture
 class ColumnScorer(Architecture):
   TYPE = "regalloc_column_scorer"
+  ENCODINGS = ("quantile",)
 
   def dist_params(self, enc):
     c = self.config

@@ -1,6 +1,7 @@
 """Feature normalization computed from a trace: quantile buckets per feature.
 
-Each scalar element x of a feature becomes three floats:
+Encoding "quantile" (the default) turns each scalar element x of a feature into three
+floats:
   q = fraction of the trace's values <= x    (empirical CDF at the largest
                                               boundary <= x, in [0, 1])
   sqrt(q)                                    (spreads the low ranks)
@@ -8,13 +9,18 @@ Each scalar element x of a feature becomes three floats:
 The same arithmetic is done in numpy (collection) and in the TF graph (saved policy),
 so both give the same decisions. Boundaries are stored as float32-exact values and CDF
 levels as multiples of 1/1024, so comparisons and sums agree bit for bit on both sides.
+
+Encoding "slog" keeps only the third float. A release compiler evaluates the model at
+every call site, and the quantile's boundary compares and the square root are about a
+third of what one evaluation costs there; "slog" is the cheap form for such models.
 """
 import dataclasses
 import json
 
 import numpy as np
 
-ENCODED_PER_SCALAR = 3
+ENCODED_PER_SCALAR = 3          # of the default encoding, "quantile"
+ENCODINGS = {"quantile": 3, "slog": 1}   # encoding -> floats per scalar element
 MAX_BOUNDARIES = 256
 LEVEL_UNITS = 1024
 
@@ -103,7 +109,10 @@ def fit_feature(name: str, values: np.ndarray, max_boundaries: int = MAX_BOUNDAR
 class Normalizer:
   """Encodes raw features (dict name -> array [..., *shape]) into float32 vectors."""
 
-  def __init__(self, norms: list[FeatureNorm]):
+  def __init__(self, norms: list[FeatureNorm], encoding: str = "quantile"):
+    if encoding not in ENCODINGS:
+      raise ValueError(f"unknown feature encoding {encoding!r} (known: {sorted(ENCODINGS)})")
+    self.encoding = encoding
     self.norms = list(norms)
     self.by_name = {n.name: n for n in self.norms}
     # One padded boundary matrix so a single decision needs one vectorized compare.
@@ -133,6 +142,15 @@ class Normalizer:
   def names(self):
     return [n.name for n in self.norms]
 
+  @property
+  def per_scalar(self) -> int:
+    return ENCODINGS[self.encoding]
+
+  @property
+  def input_dim(self) -> int:
+    """Width of an encoded decision (the network's input)."""
+    return len(self.norms) * self.per_scalar
+
   def boundary_groups(self):
     """The boundaries for the TF graph: elements grouped by boundary count rounded up to a
     power of two, each group (indices, [G, K] boundaries padded with +inf, [G, K] CDF
@@ -158,20 +176,27 @@ class Normalizer:
     return groups, np.argsort(np.asarray(order)).astype(np.int32)
 
   def encode_scalar_rows(self, x: np.ndarray) -> np.ndarray:
-    """x: [N, F] float64 raw values (feature order of self.norms) -> [N, 3F] float32."""
+    """x: [N, F] float64 raw values (feature order of self.norms) -> [N, 3F] float32
+    ([N, F] for "slog")."""
     x = np.asarray(x, np.float64)
     n, f = x.shape
+    if self.encoding == "slog":
+      return self._z(x).astype(np.float32)
     q = np.empty((n, f))
     for i in range(f):
       q[:, i] = self._cum[i][np.searchsorted(self.norms[i].boundaries, x[:, i], side="right")]
     q[np.isnan(x)] = 0.0  # as in the TF graph: NaN >= boundary is false
+    return np.stack([q, np.sqrt(q), self._z(x)], axis=-1).reshape(n, f * ENCODED_PER_SCALAR
+                                                                   ).astype(np.float32)
+
+  def _z(self, x: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf inputs stay NaN/inf
-      z = (slog(x) - self.mean) / self.std
-    return np.stack([q, np.sqrt(q), z], axis=-1).reshape(n, f * ENCODED_PER_SCALAR
-                                                          ).astype(np.float32)
+      return (slog(x) - self.mean) / self.std
 
   def encode_one(self, x: np.ndarray) -> np.ndarray:
-    """x: [F] float64 -> [3F] float32, the per-decision fast path."""
+    """x: [F] float64 -> [3F] float32 ([F] for "slog"), the per-decision fast path."""
+    if self.encoding == "slog":
+      return self._z(x).astype(np.float32)
     if self._per_run:
       q = np.empty(len(x))
       for a, b in self._runs:
@@ -179,9 +204,7 @@ class Normalizer:
       q[np.isnan(x)] = 0.0  # as in the TF graph: NaN >= boundary is false
     else:
       q = ((x[:, None] >= self.bmat) * self.dmat).sum(axis=1)
-    with np.errstate(invalid="ignore", over="ignore"):
-      z = (slog(x) - self.mean) / self.std
-    return np.stack([q, np.sqrt(q), z], axis=-1).reshape(-1).astype(np.float32)
+    return np.stack([q, np.sqrt(q), self._z(x)], axis=-1).reshape(-1).astype(np.float32)
 
   def to_json(self):
     return [n.to_json() for n in self.norms]

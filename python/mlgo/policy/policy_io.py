@@ -43,9 +43,13 @@ class Policy:
     expanded = []
     for f, n in zip(self.features, self.sizes):
       expanded += [norms[f["name"]]] * n
-    self.normalizer = Normalizer(expanded)
-    self.arch = architecture_class(spec["architecture"]["type"])(spec["architecture"],
-                                                            dict(weights))
+    self.normalizer = Normalizer(expanded, spec.get("encoding", "quantile"))
+    arch_cls = architecture_class(spec["architecture"]["type"])
+    if self.normalizer.encoding not in arch_cls.ENCODINGS:
+      raise ValueError(f"architecture {arch_cls.TYPE} cannot read the "
+                       f"{self.normalizer.encoding!r} feature encoding "
+                       f"(it reads {', '.join(arch_cls.ENCODINGS)})")
+    self.arch = arch_cls(spec["architecture"], dict(weights))
     self.greedy_mode = greedy
     self.rng = np.random.default_rng(seed)
     self._scalar_inputs = all(n == 1 for n in self.sizes)
@@ -167,15 +171,18 @@ def export_saved_model(policy: Policy, path):
       if defer:
         args, default = args[:-1], args[-1]
       x = tf.concat([tf.reshape(tf.cast(a, tf.float64), [1, -1]) for a in args], axis=1)
-      # The empirical CDF: per group of features, compare against the group's padded
-      # boundaries, weight by the CDF increments, sum; then back to feature order.
-      qs = [tf.reduce_sum(tf.cast(tf.gather(x, idx, axis=1)[:, :, None] >= tf.constant(b),
-                                  tf.float64) * tf.constant(d), axis=-1)
-            for idx, b, d in groups]
-      q = tf.gather(tf.concat(qs, axis=1), inverse, axis=1)
       s = tf.sign(x) * tf.math.log1p(tf.abs(x))
       z = (s - tf.constant(mean)) / tf.constant(std)
-      enc = tf.reshape(tf.stack([q, tf.sqrt(q), z], axis=-1), [1, -1])
+      if norm.encoding == "slog":
+        enc = z
+      else:
+        # The empirical CDF: per group of features, compare against the group's padded
+        # boundaries, weight by the CDF increments, sum; then back to feature order.
+        qs = [tf.reduce_sum(tf.cast(tf.gather(x, idx, axis=1)[:, :, None] >= tf.constant(b),
+                                    tf.float64) * tf.constant(d), axis=-1)
+              for idx, b, d in groups]
+        q = tf.gather(tf.concat(qs, axis=1), inverse, axis=1)
+        enc = tf.reshape(tf.stack([q, tf.sqrt(q), z], axis=-1), [1, -1])
       if defer:
         logits = tf.cast(policy.arch.tf_logits(tf, tf.cast(enc, tf.float32)), tf.float64)
         p = tf.nn.softmax(logits, axis=-1)

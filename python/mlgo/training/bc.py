@@ -27,12 +27,16 @@ def heldout_module(name: str, fraction: float, salt: str = "bc") -> bool:
   return (h % 10000) < fraction * 10000
 
 
-def make_spec(problem: str, features: list, norms: list, architecture: dict) -> dict:
+def make_spec(problem: str, features: list, norms: list, architecture: dict,
+              encoding: str = "quantile") -> dict:
   """A policy spec; a reward variant's policy names its decision problem in "problem"
-  and the problem it was trained on in "trained_for"."""
+  and the problem it was trained on in "trained_for". A spec without "encoding" uses the
+  quantile encoding (every policy dir written before the choice existed)."""
   spec = {"problem": problems_lib.decision_problem(problem), "features": features,
           "normalization": [n.to_json() for n in norms], "architecture": architecture,
           "format_version": policy_io.FORMAT_VERSION}
+  if encoding != "quantile":
+    spec["encoding"] = encoding
   if spec["problem"] != problems_lib.get_problem(problem).name:
     spec["trained_for"] = problems_lib.get_problem(problem).name
   return spec
@@ -48,14 +52,14 @@ def fit_normalization(ds: dataset.Dataset, features: list, seed: int = 0,
 
 
 def spec_from_trace(ds: dataset.Dataset, problem, hidden=None, seed: int = 0,
-                    architecture_options=None) -> dict:
+                    architecture_options=None, encoding: str = "quantile") -> dict:
   """A fresh policy spec: the problem's features and architecture, the normalization
   fitted on the trace."""
   features = [f for f in ds.features if f["name"] not in problem.hidden_features]
   norms = fit_normalization(ds, features, seed)
   arch = problem.architecture(features, {n.name: n for n in norms}, hidden,
                               architecture_options)
-  return make_spec(problem.name, features, norms, arch)
+  return make_spec(problem.name, features, norms, arch, encoding)
 
 
 def _labels(shard):
@@ -112,7 +116,7 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
              learning_rate: float = 1e-3, heldout_fraction: float = 0.1, seed: int = 0,
              label_smoothing: float = 0.1, explore_eps: float = 0.0,
              explore_tau: float = 20.0, teacher=None, time_budget: float | None = None,
-             architecture_options=None,
+             architecture_options=None, encoding: str = "quantile",
              stream=sys.stderr) -> dict:
   """Trains the problem's own actor network (mlgo.training.networks, the one PPO
   trains) to imitate the trace's default decisions.
@@ -128,7 +132,10 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   own space (log2 priority); the exploration std keeps its initial value.
   teacher: a policy dir whose greedy decisions replace the trace's default actions as
   labels (re-warm-starting PPO from a trained policy with fresh exploration, after its
-  entropy has collapsed). time_budget: stop after the epoch that passes it (seconds)."""
+  entropy has collapsed); with a trace of the teacher's own compiles, this distills the
+  teacher into another architecture or encoding (e.g. a smaller network reading
+  encoding="slog", mlgo.policy.normalization). time_budget: stop after the epoch that
+  passes it (seconds)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
   from mlgo.training import networks  # pylint: disable=import-outside-toplevel
@@ -137,10 +144,10 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   problem = problems_lib.get_problem(ds.problem)
   if ds.num_decisions == 0:
     raise ValueError(f"{trace_dir}: the trace holds no decisions")
-  spec = spec_from_trace(ds, problem, hidden, seed, architecture_options)
+  spec = spec_from_trace(ds, problem, hidden, seed, architecture_options, encoding)
   arch = spec["architecture"]
   encoder = policy_io.Policy(spec, {})
-  input_dim = encoder.normalizer.bmat.shape[0] * normalization.ENCODED_PER_SCALAR
+  input_dim = encoder.normalizer.input_dim
   w0 = init_weights(arch, input_dim, seed)
   numpy_arch = type(encoder.arch)(arch, w0)
   categorical = networks.is_categorical(arch)

@@ -28,7 +28,7 @@ from mlgo import credit as credit_lib
 from mlgo import problems as problems_lib
 from mlgo.env import prepared, work
 from mlgo.training import bc, dataset, experience, networks, selection
-from mlgo.policy import normalization, policy_io
+from mlgo.policy import policy_io
 from mlgo.util.progress import Progress
 from mlgo.workers import make_pool
 from mlgo.util.files import write_json_atomic
@@ -232,7 +232,7 @@ class Trainer:
     from tf_agents.trajectories import time_step as ts  # pylint: disable=import-outside-toplevel
     tf.random.set_seed(self.cfg.seed)
     self.encoder = policy_io.Policy(self.spec, {})
-    dim = self.encoder.normalizer.bmat.shape[0] * normalization.ENCODED_PER_SCALAR
+    dim = self.encoder.normalizer.input_dim
     obs_spec = tf.TensorSpec([dim], tf.float32, name="observation")
     self.arch = self.spec["architecture"]
     action_spec = networks.action_spec(self.arch)

@@ -4,7 +4,9 @@ store the trajectories (features, default decisions) plus per-key baseline score
 Problems whose channel sends the default's decision (inlining) answer it through
 DefaultPolicy; the others (regalloc) compile with their tracer plugin, which keeps the
 default in charge and labels every decision (mlgo.env.compile_module(trace=True)).
-llc-only problems trace the prepared corpus (optimized once)."""
+llc-only problems trace the prepared corpus (optimized once). With a policy dir the
+trajectories are that policy's own compiles (its greedy decisions): the states a student
+meets when it imitates the policy (bc.train_bc(teacher=...))."""
 import random
 import sys
 import time
@@ -23,12 +25,21 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
                            jobs: int = 2, timeout: float = 300.0, seed: int = 0,
                            split: str = "train", pool_kind: str | None = None,
                            max_decisions_per_module: int = 0, modules=None,
-                           stream=sys.stderr) -> dict:
+                           policy_dir=None, stream=sys.stderr) -> dict:
   """max_decisions_per_module > 0 keeps a seeded uniform sample of each module's
   decisions (a few huge functions must not dominate the trace). `modules` (names)
-  restricts the trace to those modules of the split."""
+  restricts the trace to those modules of the split. policy_dir: compile with that
+  policy (greedy) in the loop instead of the default."""
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)
+  ref = "trace" if problem.tracer else "default"
+  if policy_dir is not None:
+    teacher = policy_io.load_policy(policy_dir)
+    if teacher.problem != problems_lib.decision_problem(problem_name):
+      raise ValueError(f"{policy_dir}: a policy for {teacher.problem}, not for "
+                       f"{problem_name}")
+    ref = (teacher.spec, teacher.arch.w, True)
   corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=stream)
   if modules is not None:
     want = set(modules)
@@ -43,7 +54,8 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
   writer.index.setdefault("llvm_version", corpus.llvm_version)
   # Appendable / resumable; modules that failed before are tried again.
   todo = [m for m in modules if not writer.modules.get(m.name, {}).get("ok")]
-  print(f"default trace: {len(todo)} modules to compile ({len(modules) - len(todo)} already "
+  who = f"policy {policy_dir}" if policy_dir is not None else "default"
+  print(f"{who} trace: {len(todo)} modules to compile ({len(modules) - len(todo)} already "
         f"in {output}), problem={problem_name}, jobs={jobs}", file=stream)
   progress = Progress("trace", len(todo), stream=stream)
   stats = {"modules": 0, "failed": 0, "decisions": 0, "seconds": 0.0}
@@ -51,8 +63,7 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
   # Written in submission order, each module subsampled by its own seeded generator: the
   # trace is the same whichever compile finishes first, and after a resume.
   with make_pool(pool_kind, jobs) as pool:
-    ids = [pool.submit(work.compile_one, m, problem_name,
-                       "trace" if problem.tracer else "default", None, corpus.llvm_version,
+    ids = [pool.submit(work.compile_one, m, problem_name, ref, None, corpus.llvm_version,
                        timeout) for m in todo]
     for r in in_submission_order(pool.results(), ids):
       module = r.item[0]
@@ -78,7 +89,7 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
   writer.close()
   progress.close()
   stats["seconds"] = time.monotonic() - t0
-  print(f"default trace written to {output}: {stats['modules']} modules ok, "
+  print(f"{who} trace written to {output}: {stats['modules']} modules ok, "
         f"{stats['failed']} failed, {stats['decisions']} decisions, "
         f"{stats['seconds']:.0f}s", file=stream)
   return stats

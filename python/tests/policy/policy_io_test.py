@@ -10,22 +10,23 @@ from mlgo.policy import normalization, policy_io
 NAMES = [f"feat_{i}" for i in range(12)]
 
 
-def _spec_and_weights(seed=0, hidden=(16, 8)):
+def _spec_and_weights(seed=0, hidden=(16, 8), encoding="quantile"):
   rng = np.random.default_rng(seed)
   data = {n: rng.integers(0, 10 ** (1 + i % 5), size=3000) for i, n in enumerate(NAMES)}
   norms = [normalization.fit_feature(n, data[n]) for n in NAMES]
   arch = {"type": "mlp_categorical", "hidden": list(hidden), "num_actions": 2,
           "output_name": "inlining_decision", "output_dtype": "int64"}
   feats = [{"name": n, "dtype": "int64", "shape": [1]} for n in NAMES]
-  spec = bc.make_spec("inlining", feats, norms, arch)
-  w = bc.init_weights(arch, len(NAMES) * 3, seed)
+  spec = bc.make_spec("inlining", feats, norms, arch, encoding)
+  w = bc.init_weights(arch, len(NAMES) * normalization.ENCODINGS[encoding], seed)
   w["out/kernel"] = w["out/kernel"] * 30  # decisive logits: both actions occur
   return spec, w, data
 
 
-def test_numpy_matches_saved_model(tmp_path):
+@pytest.mark.parametrize("encoding", ["quantile", "slog"])
+def test_numpy_matches_saved_model(tmp_path, encoding):
   import tensorflow as tf
-  spec, w, data = _spec_and_weights()
+  spec, w, data = _spec_and_weights(encoding=encoding)
   d = policy_io.write_policy_dir(tmp_path / "pol", spec, w)
   pol = policy_io.load_policy(d)
   model = tf.saved_model.load(str(d / "saved_policy"))
@@ -45,8 +46,9 @@ def test_numpy_matches_saved_model(tmp_path):
   assert seen == {0, 1}
 
 
-def test_batch_equals_single(tmp_path):
-  spec, w, data = _spec_and_weights(2)
+@pytest.mark.parametrize("encoding", ["quantile", "slog"])
+def test_batch_equals_single(tmp_path, encoding):
+  spec, w, data = _spec_and_weights(2, encoding=encoding)
   d = policy_io.write_policy_dir(tmp_path / "pol", spec, w, saved_model=False)
   pol = policy_io.load_policy(d)
   obs = [{n: np.array([data[n][i]], np.int64) for n in NAMES} for i in range(1000)]
@@ -54,6 +56,35 @@ def test_batch_equals_single(tmp_path):
   batch = pol.decide_batch({n: data[n][:1000, None] for n in NAMES})
   assert (single == batch).all()
   # Per-decision speed is measured by //tools:bench_training, not asserted here.
+
+
+def test_encoding_is_recorded_and_sets_the_input_width(tmp_path):
+  spec, w, data = _spec_and_weights(4, encoding="slog")
+  assert spec["encoding"] == "slog"
+  assert "encoding" not in _spec_and_weights(4)[0]   # old dirs read as quantile
+  pol = policy_io.load_policy(policy_io.write_policy_dir(tmp_path / "p", spec, w,
+                                                         saved_model=False))
+  assert pol.normalizer.input_dim == len(NAMES)
+  x = np.array([[data[n][i] for n in NAMES] for i in range(5)], np.float64)
+  enc = pol.normalizer.encode_scalar_rows(x)
+  # "slog" is exactly the quantile encoding's third float.
+  q = normalization.Normalizer(pol.normalizer.norms).encode_scalar_rows(x)
+  assert enc.shape == (5, len(NAMES)) and np.array_equal(enc, q[:, 2::3])
+  assert np.array_equal(pol.normalizer.encode_one(x[0]), enc[0])
+  bad = dict(spec, encoding="bucket")
+  with pytest.raises(ValueError, match="unknown feature encoding 'bucket'"):
+    policy_io.Policy(bad, w)
+
+
+def test_column_scorer_refuses_the_slog_encoding():
+  from mlgo.policy import architectures
+  spec = {"problem": "regalloc_eviction", "features": [{"name": "f", "dtype": "float32",
+                                                         "shape": [1]}],
+          "normalization": [normalization.fit_feature("f", np.arange(10.0)).to_json()],
+          "architecture": {"type": architectures.ColumnScorer.TYPE, "hidden": [4]},
+          "encoding": "slog"}
+  with pytest.raises(ValueError, match="cannot read the 'slog' feature encoding"):
+    policy_io.Policy(spec, {})
 
 
 def test_sampling_follows_probabilities():

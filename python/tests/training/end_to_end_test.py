@@ -95,6 +95,34 @@ def test_trace_bc_ppo_evaluate(tiny_corpus, tmp_path, capsys):
   assert "c" in s["per_language"]
 
 
+def test_policy_trace_and_distillation_into_the_slog_encoding(tiny_corpus, tmp_path):
+  trace.generate_default_trace(tiny_corpus, "inlining", tmp_path / "trace", jobs=2)
+  bc.train_bc(tmp_path / "trace", tmp_path / "teacher", epochs=10, heldout_fraction=0.0)
+  teacher = policy_io.load_policy(tmp_path / "teacher")
+  # The teacher's own compiles: every recorded action is its greedy decision there.
+  stats = trace.generate_default_trace(tiny_corpus, "inlining", tmp_path / "ttrace", jobs=2,
+                                       policy_dir=tmp_path / "teacher")
+  assert stats["modules"] == 3 and stats["failed"] == 0
+  tds = dataset.Dataset(tmp_path / "ttrace")
+  n = 0
+  for sh in tds.shards():
+    feats = {f: sh["f/" + f] for f in teacher.input_names}
+    assert np.array_equal(np.asarray(sh["action"]).reshape(-1), teacher.decide_batch(feats))
+    n += len(sh["action"])
+  assert n == tds.num_decisions > 10
+  # A smaller student reading one float a feature learns the teacher's decisions.
+  m = bc.train_bc(tmp_path / "ttrace", tmp_path / "student", hidden=[8], epochs=60,
+                  heldout_fraction=0.0, teacher=tmp_path / "teacher", encoding="slog",
+                  label_smoothing=0.0)
+  student = policy_io.load_policy(tmp_path / "student")
+  assert student.spec["encoding"] == "slog" and student.arch.w["hidden_0/kernel"].shape == (
+      len(student.input_names), 8)
+  assert m["train_accuracy"] >= 0.9
+  with pytest.raises(ValueError, match="a policy for inlining, not for regalloc_eviction"):
+    trace.generate_default_trace(tiny_corpus, "regalloc_eviction", tmp_path / "x",
+                                 policy_dir=tmp_path / "teacher")
+
+
 def test_default_policy_evaluates_to_zero_change(tiny_corpus, tmp_path, capsys):
   s = evaluation.evaluate("inlining", tiny_corpus, "default", tmp_path / "eval", split="all")
   last = capsys.readouterr().out.strip().splitlines()[-1]
