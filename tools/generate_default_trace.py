@@ -17,7 +17,8 @@ from mlgo import workers
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--corpus", required=True, help="corpus dir (mlgo-utils format)")
+  ap.add_argument("--corpus", required=True,
+                  help="corpus dir (mlgo-utils format) or @default/@extra/@unseen")
   ap.add_argument("--problem", default="inlining")
   ap.add_argument("--output", required=True, help="dataset dir (created or appended to)")
   ap.add_argument("--sampling_rate", type=float, default=1.0,
@@ -32,8 +33,11 @@ def main(argv=None):
   workers.add_flags(ap)
   a = ap.parse_args(argv)
   workers.apply_flags(a)
+  from mlgo import corpus  # pylint: disable=import-outside-toplevel
+  from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
   from mlgo.training import trace  # pylint: disable=import-outside-toplevel
-  stats = trace.generate_default_trace(user_path(a.corpus), a.problem, user_path(a.output),
+  corpus_dir = corpus.corpus_arg(a.corpus, get_problem(a.problem).corpus_opt)
+  stats = trace.generate_default_trace(corpus_dir, a.problem, user_path(a.output),
                                        sampling_rate=a.sampling_rate, jobs=a.jobs,
                                        timeout=a.timeout, seed=a.seed, split=a.split,
                                        max_decisions_per_module=a.max_decisions_per_module,

@@ -12,7 +12,9 @@ from mlgo.util.cli import user_path
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--trace", required=True, help="dataset dir from generate_default_trace")
+  ap.add_argument("--trace", required=True,
+                  help="dataset dir from generate_default_trace (comma-separated: several, "
+                       "read as one; e.g. a teacher's trace and its student's)")
   ap.add_argument("--output", required=True, help="policy dir to write")
   ap.add_argument("--epochs", type=int, default=4)
   ap.add_argument("--batch_size", type=int, default=256)
@@ -33,7 +35,8 @@ def main(argv=None):
                        "scaled log; cheaper to evaluate in a release compiler)")
   a = ap.parse_args(argv)
   from mlgo.training import bc  # pylint: disable=import-outside-toplevel
-  m = bc.train_bc(user_path(a.trace), user_path(a.output),
+  traces = [user_path(t) for t in a.trace.split(",") if t]
+  m = bc.train_bc(traces if len(traces) > 1 else traces[0], user_path(a.output),
                   hidden=[int(x) for x in a.hidden.split(",") if x] or None, epochs=a.epochs,
                   batch_size=a.batch_size, learning_rate=a.learning_rate,
                   heldout_fraction=a.heldout_fraction, seed=a.seed,

@@ -130,6 +130,7 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   probability of the non-default actions, so exploration concentrates where it can pay
   off. Continuous actions (priority): least squares on the distribution's mean in its
   own space (log2 priority); the exploration std keeps its initial value.
+  trace_dir: one dataset dir or a list read as one (dataset.Datasets).
   teacher: a policy dir whose greedy decisions replace the trace's default actions as
   labels (re-warm-starting PPO from a trained policy with fresh exploration, after its
   entropy has collapsed); with a trace of the teacher's own compiles, this distills the
@@ -140,7 +141,7 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
   from mlgo.training import networks  # pylint: disable=import-outside-toplevel
   t_start = time.monotonic()
-  ds = dataset.Dataset(trace_dir)
+  ds = dataset.open_traces(trace_dir)
   problem = problems_lib.get_problem(ds.problem)
   if ds.num_decisions == 0:
     raise ValueError(f"{trace_dir}: the trace holds no decisions")
@@ -264,7 +265,8 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   metrics = {"train_decisions": counts["train"][1], "heldout_decisions": counts["heldout"][1],
              "mean_entropy": ent_sum / max(1, ent_n), "label_smoothing": label_smoothing,
              "explore_eps": explore_eps, "explore_tau": explore_tau,
-             "trace": str(trace_dir), "teacher": str(teacher) if teacher else None}
+             "trace": (",".join(map(str, trace_dir)) if isinstance(trace_dir, (list, tuple))
+                       else str(trace_dir)), "teacher": str(teacher) if teacher else None}
   if categorical:
     acc = {k: (v[0] / v[1] if v[1] else float("nan")) for k, v in counts.items()}
     metrics.update(

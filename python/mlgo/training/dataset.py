@@ -136,3 +136,53 @@ class Dataset:
     for s in self.index["shards"]:
       with np.load(self.path / s["file"]) as z:
         yield {k: z[k] for k in z.files}
+
+
+class Datasets:
+  """Several datasets of one problem read as one: e.g. a teacher's trace and the traces
+  of its students' own compiles (distillation rounds, bc.train_bc). Module names may
+  repeat across them; `modules` keeps the last one's entry."""
+
+  def __init__(self, paths):
+    self.parts = [Dataset(p) for p in paths]
+    if not self.parts:
+      raise ValueError("no dataset given")
+    first = self.parts[0]
+    names = [f["name"] for f in first.features]
+    for d in self.parts[1:]:
+      if d.problem != first.problem:
+        raise ValueError(f"{d.path}: a dataset for {d.problem!r}, but {first.path} is for "
+                         f"{first.problem!r}")
+      if [f["name"] for f in d.features] != names:
+        raise ValueError(f"{d.path}: its features differ from {first.path}'s")
+    self.path = first.path
+
+  @property
+  def problem(self) -> str:
+    return self.parts[0].problem
+
+  @property
+  def features(self) -> list:
+    return self.parts[0].features
+
+  @property
+  def modules(self) -> dict:
+    out = {}
+    for d in self.parts:
+      out.update(d.modules)
+    return out
+
+  @property
+  def num_decisions(self) -> int:
+    return sum(d.num_decisions for d in self.parts)
+
+  def shards(self):
+    for d in self.parts:
+      yield from d.shards()
+
+
+def open_traces(paths):
+  """One dataset dir, or several read as one (Datasets)."""
+  if isinstance(paths, (list, tuple)):
+    return Datasets(paths) if len(paths) != 1 else Dataset(paths[0])
+  return Dataset(paths)

@@ -52,3 +52,22 @@ def test_problem_mismatch_and_missing(tmp_path):
     dataset.DatasetWriter(tmp_path, "regalloc_eviction", FEATS)
   with pytest.raises(FileNotFoundError, match="index.json"):
     dataset.Dataset(tmp_path / "nope")
+
+
+def test_several_datasets_read_as_one(tmp_path):
+  for d, seeds in (("t", (0, 1)), ("s", (2,))):
+    w = dataset.DatasetWriter(tmp_path / d, "inlining", FEATS, shard_decisions=10)
+    for i in seeds:
+      w.add(f"m{i % 2}", [_traj(15, i)], {"ok": True, "from": d})
+    w.close()
+  both = dataset.open_traces([tmp_path / "t", tmp_path / "s"])
+  assert both.num_decisions == 45 and both.problem == "inlining"
+  assert sum(len(sh["action"]) for sh in both.shards()) == 45
+  assert both.modules["m0"]["from"] == "s"     # a repeated module: the last one's entry
+  assert isinstance(dataset.open_traces(tmp_path / "t"), dataset.Dataset)
+  dataset.DatasetWriter(tmp_path / "r", "regalloc_eviction", FEATS).close()
+  with pytest.raises(ValueError, match="a dataset for 'regalloc_eviction'"):
+    dataset.open_traces([tmp_path / "t", tmp_path / "r"])
+  dataset.DatasetWriter(tmp_path / "f", "inlining", FEATS[:1]).close()
+  with pytest.raises(ValueError, match="features differ"):
+    dataset.open_traces([tmp_path / "t", tmp_path / "f"])
