@@ -165,7 +165,7 @@ def main(argv=None):
       sys.exit(f"bench_clang_release: --compiler={spec}: want NAME=/path/to/clang (executable)")
     others[name] = (path, ["-mllvm", "-enable-ml-inliner=release"])
   prefix = _runfile("llvm_patches/clang_release")
-  plugin = _runfile("cc/inline_plugin/plugin_inlining_oz.so")
+  plugin = _runfile("cc/inline_plugin/plugin_inlining_oz_small.so")
   tc = toolchain(22)
   packages = [p for p in args.packages.split(",") if p]
   if args.corpus and packages:

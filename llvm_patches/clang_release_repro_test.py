@@ -12,7 +12,7 @@ from mlgo.export import aot
 PREFIX = pathlib.Path("llvm_patches/clang_release").resolve()
 SCRIPT = pathlib.Path("llvm_patches/release_prefix.py").resolve()
 PINS = pathlib.Path("llvm_patches/debian_pins.json").resolve()
-MODELS = {"inliner": ("models/inlining_oz/saved_policy", "llvm::InlinerSizeModel", "inlining"),
+MODELS = {"inliner": ("models/inlining_oz_small/saved_policy", "llvm::InlinerSizeModel", "inlining"),
           "evict": ("models/regalloc_eviction/saved_policy", "llvm::RegAllocEvictModel",
                     "regalloc_eviction")}
 

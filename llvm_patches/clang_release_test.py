@@ -3,7 +3,7 @@ into a relinked libLLVM (release mode), checked against the other two release ro
 
 - Inlining: `PREFIX/bin/clang -mllvm -enable-ml-inliner=release` gives objects
   byte-identical to stock clang-22 with the inline advisor plugin of the same model
-  (models/inlining_oz) on real corpus modules (Debian's bzip2 and tinyxml2).
+  (models/inlining_oz_small) on real corpus modules (Debian's bzip2 and tinyxml2).
 - Eviction: `PREFIX/bin/llc -regalloc-enable-advisor=release` gives objects
   byte-identical to stock llc-22 answered by advisor_server (models/regalloc_eviction).
 - Guarded eviction compiles (per function the better of default and model) with the
@@ -29,7 +29,7 @@ from mlgo.export import server as srv
 from mlgo.util.toolchain import toolchain
 
 PREFIX = pathlib.Path("llvm_patches/clang_release").resolve()
-PLUGIN = pathlib.Path("cc/inline_plugin/plugin_inlining_oz.so").resolve()
+PLUGIN = pathlib.Path("cc/inline_plugin/plugin_inlining_oz_small.so").resolve()
 SERVER = pathlib.Path("llvm_patches/server_regalloc_eviction").resolve()
 SCRIPT = pathlib.Path("llvm_patches/release_prefix.py").resolve()
 PINS = pathlib.Path("llvm_patches/debian_pins.json").resolve()

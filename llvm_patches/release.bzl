@@ -3,7 +3,7 @@
     load("//llvm_patches:release.bzl", "release_prefix")
     release_prefix(
         name = "clang_release",
-        inliner_model = "//models/inlining_oz:saved_policy",        # or None
+        inliner_model = "//models/inlining_oz_small:saved_policy",        # or None
         evict_model = "//models/regalloc_eviction:saved_policy",   # or None
     )
 
