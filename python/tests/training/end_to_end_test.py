@@ -96,31 +96,62 @@ def test_trace_bc_ppo_evaluate(tiny_corpus, tmp_path, capsys):
 
 
 def test_policy_trace_and_distillation_into_the_slog_encoding(tiny_corpus, tmp_path):
+  from mlgo.training import distill
   trace.generate_default_trace(tiny_corpus, "inlining", tmp_path / "trace", jobs=2)
   bc.train_bc(tmp_path / "trace", tmp_path / "teacher", epochs=10, heldout_fraction=0.0)
   teacher = policy_io.load_policy(tmp_path / "teacher")
-  # The teacher's own compiles: every recorded action is its greedy decision there.
-  stats = trace.generate_default_trace(tiny_corpus, "inlining", tmp_path / "ttrace", jobs=2,
-                                       policy_dir=tmp_path / "teacher")
-  assert stats["modules"] == 3 and stats["failed"] == 0
-  tds = dataset.Dataset(tmp_path / "ttrace")
-  n = 0
-  for sh in tds.shards():
+  s = distill.distill(tmp_path / "teacher", tiny_corpus, tmp_path / "student",
+                      work_dir=tmp_path / "work", hidden=(8,), rounds=2, epochs=60)
+  # Round 0 traced the teacher's own compiles: every recorded action is its decision.
+  t0 = dataset.Dataset(tmp_path / "work" / "trace-0")
+  assert t0.num_decisions == s["rounds"][0]["trace_decisions"] > 10
+  for sh in t0.shards():
     feats = {f: sh["f/" + f] for f in teacher.input_names}
     assert np.array_equal(np.asarray(sh["action"]).reshape(-1), teacher.decide_batch(feats))
-    n += len(sh["action"])
-  assert n == tds.num_decisions > 10
-  # A smaller student reading one float a feature learns the teacher's decisions.
-  m = bc.train_bc(tmp_path / "ttrace", tmp_path / "student", hidden=[8], epochs=60,
-                  heldout_fraction=0.0, teacher=tmp_path / "teacher", encoding="slog",
-                  label_smoothing=0.0)
+  # Round 1 traced the first student's compiles, and the last student learned both.
+  first = policy_io.load_policy(tmp_path / "work" / "student-0")
+  for sh in dataset.Dataset(tmp_path / "work" / "trace-1").shards():
+    feats = {f: sh["f/" + f] for f in first.input_names}
+    assert np.array_equal(np.asarray(sh["action"]).reshape(-1), first.decide_batch(feats))
   student = policy_io.load_policy(tmp_path / "student")
   assert student.spec["encoding"] == "slog" and student.arch.w["hidden_0/kernel"].shape == (
       len(student.input_names), 8)
-  assert m["train_accuracy"] >= 0.9
+  assert [r["round"] for r in s["rounds"]] == [0, 1]
+  assert s["rounds"][-1]["train_agreement"] >= 0.9
+  assert json.loads((tmp_path / "student" / "distill.json").read_text())["rounds"] == s["rounds"]
+  # Rerun: the traces are complete and the first student is kept, so only the last trains.
+  mtime = (tmp_path / "work" / "student-0" / "policy.json").stat().st_mtime_ns
+  again = distill.distill(tmp_path / "teacher", tiny_corpus, tmp_path / "student",
+                          work_dir=tmp_path / "work", hidden=(8,), rounds=2, epochs=60)
+  assert (tmp_path / "work" / "student-0" / "policy.json").stat().st_mtime_ns == mtime
+  assert [r["trace_decisions"] for r in again["rounds"]] == [
+      r["trace_decisions"] for r in s["rounds"]]
   with pytest.raises(ValueError, match="a policy for inlining, not for regalloc_eviction"):
     trace.generate_default_trace(tiny_corpus, "regalloc_eviction", tmp_path / "x",
                                  policy_dir=tmp_path / "teacher")
+
+
+def test_the_distill_tool_runs_and_names_a_missing_teacher(tiny_corpus, tmp_path):
+  import subprocess
+  from mlgo.util import cli
+  tool = cli.built_file("tools/distill_policy")
+  if tool is None:
+    pytest.skip("tools/distill_policy is not built (run under bazel test)")
+  trace.generate_default_trace(tiny_corpus, "inlining", tmp_path / "trace", jobs=2)
+  bc.train_bc(tmp_path / "trace", tmp_path / "teacher", epochs=5, heldout_fraction=0.0)
+  p = subprocess.run([str(tool), f"--teacher={tmp_path / 'teacher'}",
+                      f"--output={tmp_path / 'small'}", f"--corpus={tiny_corpus}",
+                      "--rounds=1", "--hidden=4", "--epochs=5"],
+                     capture_output=True, text=True, timeout=600)
+  assert p.returncode == 0, p.stderr
+  assert re.search(r"^student=\S+small rounds=1 train_agreement=[01]\.\d+", p.stdout, re.M)
+  assert policy_io.load_policy(tmp_path / "small").spec["encoding"] == "slog"
+  assert (tmp_path / "small.distill" / "trace-0" / "index.json").exists()
+  bad = subprocess.run([str(tool), f"--teacher={tmp_path / 'nope'}",
+                        f"--output={tmp_path / 'x'}", f"--corpus={tiny_corpus}"],
+                       capture_output=True, text=True, timeout=600)
+  assert bad.returncode != 0 and "nope: not a policy dir (no policy.json)" in bad.stderr
+  assert not (tmp_path / "x").exists()
 
 
 def test_default_policy_evaluates_to_zero_change(tiny_corpus, tmp_path, capsys):
