@@ -7,6 +7,7 @@ default in charge and labels every decision (mlgo.env.compile_module(trace=True)
 llc-only problems trace the prepared corpus (optimized once). With a policy dir the
 trajectories are that policy's own compiles (its greedy decisions): the states a student
 meets when it imitates the policy (bc.train_bc(teacher=...))."""
+import pathlib
 import random
 import sys
 import time
@@ -52,6 +53,13 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
   writer = dataset.DatasetWriter(output, problem_name, problem.features)
   writer.index.setdefault("corpus", str(corpus.path))
   writer.index.setdefault("llvm_version", corpus.llvm_version)
+  # One trace, one policy in the loop: appending another's compiles would mix the labels.
+  whose = str(pathlib.Path(policy_dir).resolve()) if policy_dir is not None else "default"
+  recorded = writer.index.get("policy", "default" if writer.modules else whose)
+  if recorded != whose:
+    raise ValueError(f"{output}: holds compiles with {recorded} in the loop, not {whose} "
+                     "(give another output dir)")
+  writer.index["policy"] = whose
   # Appendable / resumable; modules that failed before are tried again.
   todo = [m for m in modules if not writer.modules.get(m.name, {}).get("ok")]
   who = f"policy {policy_dir}" if policy_dir is not None else "default"

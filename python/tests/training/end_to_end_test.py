@@ -126,6 +126,9 @@ def test_policy_trace_and_distillation_into_the_slog_encoding(tiny_corpus, tmp_p
   assert (tmp_path / "work" / "student-0" / "policy.json").stat().st_mtime_ns == mtime
   assert [r["trace_decisions"] for r in again["rounds"]] == [
       r["trace_decisions"] for r in s["rounds"]]
+  with pytest.raises(ValueError, match="holds compiles with default in the loop"):
+    trace.generate_default_trace(tiny_corpus, "inlining", tmp_path / "trace",
+                                 policy_dir=tmp_path / "teacher")
   with pytest.raises(ValueError, match="a policy for inlining, not for regalloc_eviction"):
     trace.generate_default_trace(tiny_corpus, "regalloc_eviction", tmp_path / "x",
                                  policy_dir=tmp_path / "teacher")
