@@ -37,7 +37,10 @@ def main(argv=None):
   from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
   from mlgo.training import distill  # pylint: disable=import-outside-toplevel
   teacher = user_path(a.teacher)
-  problem = get_problem(policy_io.load_policy(teacher).problem)
+  try:
+    problem = get_problem(policy_io.load_policy(teacher).problem)
+  except (FileNotFoundError, ValueError) as e:
+    sys.exit(f"distill_policy: --teacher: {e}")
   s = distill.distill(teacher, corpus.corpus_arg(a.corpus, problem.corpus_opt),
                       user_path(a.output), user_path(a.work_dir) if a.work_dir else None,
                       encoding=a.encoding, hidden=[int(x) for x in a.hidden.split(",") if x],
