@@ -45,14 +45,10 @@ def make_experience(problem, cfg, st, encoder, spec, rng, results, weights):
       if (base is None and problem.missing_score is not None and res.module_name in known
           and k not in st["default_scores"]):
         # The default's compile of this module had no score for k (regalloc: no spill
-        # code in that function).
-        if getattr(cfg, "unscored_default_baseline", "missing") == "own":
-          # Judged against its own history: the first score is the baseline.
-          base = st["baselines"][k] = s
-        else:
-          # Its default is the missing score: spill code the policy adds there is a loss.
-          base = st["default_scores"][k] = problem.missing_score
-          st["baselines"][k] = base
+        # code in that function): its default is the missing score, and a policy that
+        # adds spill code there is worse than the default.
+        base = st["default_scores"][k] = problem.missing_score
+        st["baselines"][k] = base
       if base is None:
         continue
       rew[k] = problem.reward_value(s, base)

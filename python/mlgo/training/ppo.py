@@ -75,10 +75,6 @@ class PPOConfig:
     validation modules more than 1% worse than the default (0: not counted).
   regression_penalty: a key (module or function) more than 1% worse than the default
     loses this times its excess over 1.01 x default from its reward (0: none).
-  unscored_default_baseline: a key the default's compile gave no score (regalloc: a
-    function without spill code) starts from "missing" (the problem's missing_score, so
-    any spill code the policy adds there is a loss) or "own" (its own first score, so its
-    first reward is 0 and later ones follow its own moving average).
   credit / credit_model / credit_weight: per-decision credit (mlgo.credit; "" = none):
     each decision's reward also gets credit_weight * -(its estimated score change) /
     (the key's default score), e.g. "ir2native" with an `ir2native train` model dir.
@@ -102,11 +98,7 @@ class PPOConfig:
                validation_regression_weight: float = 0.0, regression_penalty: float = 0.0,
                trace_max_decisions_per_module: int = 0,
                batch_advantage_normalization: bool = False, credit: str = "",
-               credit_model: str = "", credit_weight: float = 1.0,
-               unscored_default_baseline: str = "missing"):
-    if unscored_default_baseline not in ("missing", "own"):
-      raise ValueError(f"PPOConfig.unscored_default_baseline must be 'missing' or 'own', "
-                       f"not {unscored_default_baseline!r}")
+               credit_model: str = "", credit_weight: float = 1.0):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
   def to_json(self):
