@@ -16,6 +16,7 @@ the last printed line is the summary:
 import csv
 import hashlib
 import json
+import math
 import os
 import pathlib
 import sys
@@ -150,6 +151,16 @@ def module_changes(rows) -> dict:
     t[1] += r["policy"]
   return {m: (d, p, (p + 1.0) / (d + 1.0) - 1.0, pkg, lang)
           for m, (d, p, pkg, lang) in per.items()}
+
+
+def key_geomean(rows) -> float:
+  """Geometric mean over keys of (policy + 1) / (default + 1), minus 1; keys with no score
+  on either side are left out. Unlike the total, no single hot key (one interpreter or
+  compressor loop) decides it: a policy that wins a little in many functions and one
+  that wins a lot in one are told apart."""
+  logs = [math.log((r["policy"] + 1.0) / (r["default"] + 1.0)) for r in rows
+          if r["default"] > 0 or r["policy"] > 0]
+  return math.exp(sum(logs) / len(logs)) - 1.0 if logs else 0.0
 
 
 def _median(xs):
@@ -402,6 +413,7 @@ def _report(t: _Tally, problem_name, policy_name, corpus, split, out, stream,
              "improvements": sum(int(r["policy"] < r["default"] * (1 - REGRESSION_THRESHOLD))
                                  for r in rows),
              "median_module_change_pct": 100.0 * _median(module_change_list),
+             "key_geomean_change_pct": 100.0 * key_geomean(rows),
              "modules_regressed": len(regressed_modules),
              "modules_regressed_pct": (100.0 * len(regressed_modules) / len(mods)
                                        if mods else 0.0),
@@ -416,7 +428,8 @@ def _report(t: _Tally, problem_name, policy_name, corpus, split, out, stream,
     print(f"{len(failed)} modules failed to compile (see {out / 'failed.csv'}); "
           f"left out of the totals", file=stream)
   print(f"{problem.key}s improved by more than {REGRESSION_THRESHOLD:.0%}: "
-        f"{summary['improvements']}, regressed: {regressions}; median module change "
+        f"{summary['improvements']}, regressed: {regressions}; per-{problem.key} geomean "
+        f"{summary['key_geomean_change_pct']:+.2f}%; median module change "
         f"{summary['median_module_change_pct']:+.2f}%; {t.decisions} decisions, "
         f"{t.corrections} corrected answers", file=stream)
   if guard is not None:

@@ -42,6 +42,7 @@ def suite_row(name: str, s: dict) -> dict:
   return {"suite": name, "modules": s["modules"], "keys": s["keys"],
           "change_pct": s["change_pct"],
           "median_module_change_pct": s["median_module_change_pct"],
+          "key_geomean_change_pct": s.get("key_geomean_change_pct", 0.0),
           "modules_regressed": s.get("modules_regressed", 0),
           "modules_regressed_pct": s.get("modules_regressed_pct", 0.0),
           "keys_improved": s.get("improvements", 0), "keys_regressed": s["regressions"],
@@ -54,7 +55,8 @@ def format_line(r: dict) -> str:
   worst = (f", worst package {r['worst_package']} "
            f"{r['per_package'][r['worst_package']]['change_pct']:+.2f}%"
            if r.get("worst_package") and "per_package" in r else "")
-  return (f"{r['suite']}: change={r['change_pct']:+.2f}% median_module="
+  return (f"{r['suite']}: change={r['change_pct']:+.2f}% key_geomean="
+          f"{r.get('key_geomean_change_pct', 0.0):+.2f}% median_module="
           f"{r['median_module_change_pct']:+.2f}% modules_worse_1pct="
           f"{r['modules_regressed']}/{r['modules']} ({r['modules_regressed_pct']:.1f}%) "
           f"keys_better/worse={r['keys_improved']}/{r['keys_regressed']} packages_worse_"
@@ -108,10 +110,12 @@ def write_report(problem_name, policy, guarded, rows, out) -> dict:
 def markdown(report: dict) -> str:
   guarded = " (guarded: per function the better of the two)" if report.get("guarded") else ""
   lines = [f"# {report['problem']}: {report['policy']}{guarded} vs the default", "",
-           "| suite | modules | change | median module | modules >1% worse | "
-           "packages worse than +0.5% |", "| --- | ---: | ---: | ---: | ---: | --- |"]
+           "| suite | modules | change | geomean per key | median module | "
+           "modules >1% worse | packages worse than +0.5% |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
   for r in report["suites"]:
     lines.append(f"| {r['suite']} | {r['modules']} | {r['change_pct']:+.2f}% | "
+                 f"{r.get('key_geomean_change_pct', 0.0):+.2f}% | "
                  f"{r['median_module_change_pct']:+.2f}% | {r['modules_regressed']} "
                  f"({r['modules_regressed_pct']:.1f}%) | "
                  f"{', '.join(r['packages_worse']) or 'none'} |")

@@ -3,6 +3,7 @@ evaluate's per-key rows (totals, median module, modules more than 1% worse, larg
 growth first), and the files a user opens are there."""
 import csv
 import json
+import math
 import pathlib
 
 import pytest
@@ -31,6 +32,11 @@ def test_report_matches_per_key_rows(corpus, tmp_path, capsys):
   assert row["change_pct"] == pytest.approx((p / d - 1) * 100)
   changes = sorted((float(r["policy"]) + 1) / (float(r["default"]) + 1) - 1 for r in rows)
   assert row["median_module_change_pct"] == pytest.approx(100 * changes[len(changes) // 2])
+  # Geomean per key (a module here) of (policy + 1) / (default + 1).
+  logs = [math.log(1 + c) for c in changes]
+  assert row["key_geomean_change_pct"] == pytest.approx(
+      100 * (math.exp(sum(logs) / len(logs)) - 1))
+  assert min(changes) <= row["key_geomean_change_pct"] / 100 <= max(changes)
   worse = [c for c in changes if c > 0.01]
   assert row["modules_regressed"] == len(worse)
   assert row["modules_regressed_pct"] == pytest.approx(100 * len(worse) / 8)

@@ -1,6 +1,7 @@
 """The shared pipeline on the regalloc problems (tiny -O2 corpus): prepare, tracer trace,
 behavioral cloning of the problem's network, tf-agents PPO iterations with validation,
 held-out evaluation with per-function keys, and resume."""
+import csv
 import json
 import pathlib
 
@@ -70,6 +71,11 @@ def test_pipeline(tiny, problem):
   assert ev["default"] > 0 and np.isfinite(ev["policy_score"]) and ev["decisions"] > 0
   assert ev["line"].startswith(f"modules=2 functions={ev['keys']} default_cost=")
   assert (out / "eval" / "per_key.csv").read_text().count("::") == ev["keys"]
+  # Per-function geomean: functions without spill code on either side are left out.
+  rows = list(csv.DictReader(open(out / "eval" / "per_key.csv")))
+  logs = [np.log((float(r["policy"]) + 1) / (float(r["default"]) + 1)) for r in rows
+          if float(r["default"]) > 0 or float(r["policy"]) > 0]
+  assert ev["key_geomean_change_pct"] == pytest.approx(100 * (np.exp(np.mean(logs)) - 1))
   assert (out / "eval" / "changes.png").stat().st_size > 1000
   (unseen,) = rep["unseen"]
   assert unseen.startswith(f"{corpus.path.name}: change=") and "modules_worse_1pct=" in unseen
@@ -82,6 +88,8 @@ def test_pipeline(tiny, problem):
   assert [r["suite"] for r in g["suites"]] == ["heldout", corpus.path.name]
   assert g["guarded"] and all(r["keys_regressed"] == 0 and r["change_pct"] <= 0
                               for r in g["suites"])
+  # No function above its default, so no per-function ratio above 1.
+  assert all(r["key_geomean_change_pct"] <= 1e-9 for r in g["suites"])
   # The guarded held-out evaluation is of the run's own corpus (its 2 held-out modules),
   # made in the same pass as the plain one above.
   gh = json.loads((out / "guarded" / "heldout" / "summary.json").read_text())
