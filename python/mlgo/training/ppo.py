@@ -69,8 +69,9 @@ class PPOConfig:
     decisions whose reward is exactly 0).
   validation_metric: "total" (total score change of the validation modules),
     "module_mean" (mean over modules of (policy + 1) / (default + 1) - 1: corpus totals
-    can be one hot function, e.g. an interpreter loop holding 90% of a sample's cost) or
-    "package_mean" (mean of the packages' total changes: each package weighs the same).
+    can be one hot function, e.g. an interpreter loop holding 90% of a sample's cost),
+    "package_mean" (mean of the packages' total changes: each package weighs the same) or
+    "key_geomean" (geomean over keys, e.g. functions, of (policy + 1) / (default + 1)).
   validation_regression_weight: points added to the validation figure per percent of
     validation modules more than 1% worse than the default (0: not counted).
   regression_penalty: a key (module or function) more than 1% worse than the default

@@ -6,7 +6,8 @@ validation_metric "total": the total score change of the sample; "module_mean": 
 over modules of (policy + 1) / (default + 1) - 1 (a corpus total can be one hot function,
 e.g. an interpreter loop holding 90% of a sample's regalloc cost); "package_mean": the
 mean over packages of each package's total change (every package weighs the same, as
-code from a new package would). validation_regression_weight adds that many points per
+code from a new package would); "key_geomean": the geomean over keys (functions for
+regalloc) of (policy + 1) / (default + 1), which no single hot function decides. validation_regression_weight adds that many points per
 percent of validation modules more than 1% worse than the default (what users of a size
 or speed policy notice first).
 """
@@ -56,6 +57,7 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
     if name in names:
       keys_of.setdefault(name, []).append((k, d))
   pkg = {}   # package -> [policy, default]
+  key_logs = []   # per key: log((policy + 1) / (default + 1))
   regressed = 0
   with make_pool(cfg.pool, cfg.jobs) as pool:
     ids = [pool.submit(work.compile_one, m, problem.name, ref, None, corpus.llvm_version,
@@ -80,8 +82,11 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
       p_m = d_m = 0.0
       for k, d in keys_of.get(name, ()):
         if k in scores or problem.missing_score is not None:
-          p_m += scores.get(k, problem.missing_score or 0.0)
+          p_k = scores.get(k, problem.missing_score or 0.0)
+          p_m += p_k
           d_m += d
+          if d > 0 or p_k > 0:
+            key_logs.append(np.log((p_k + 1.0) / (d + 1.0)))
       pol += p_m
       dft += d_m
       ratio = (p_m + 1.0) / (d_m + 1.0) - 1.0
@@ -97,9 +102,11 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
     val = float(np.mean(ch)) if ch else float("nan")
   elif cfg.validation_metric == "total":
     val = (pol / dft - 1.0) * 100.0 if dft else float("nan")
+  elif cfg.validation_metric == "key_geomean":
+    val = (float(np.exp(np.mean(key_logs))) - 1.0) * 100.0 if key_logs else float("nan")
   else:
     raise ValueError(f"validation_metric {cfg.validation_metric!r}: expected total, "
-                     "module_mean or package_mean")
+                     "module_mean, package_mean or key_geomean")
   if ratios and getattr(cfg, "validation_regression_weight", 0.0):
     val += cfg.validation_regression_weight * 100.0 * regressed / len(ratios)
   return val, cpu
