@@ -153,14 +153,14 @@ def module_changes(rows) -> dict:
           for m, (d, p, pkg, lang) in per.items()}
 
 
-def key_geomean(rows) -> float:
-  """Geometric mean over keys of (policy + 1) / (default + 1), minus 1; keys with no score
-  on either side are left out. Unlike the total, no single hot key (one interpreter or
-  compressor loop) decides it: a policy that wins a little in many functions and one
-  that wins a lot in one are told apart."""
-  logs = [math.log((r["policy"] + 1.0) / (r["default"] + 1.0)) for r in rows
-          if r["default"] > 0 or r["policy"] > 0]
-  return math.exp(sum(logs) / len(logs)) - 1.0 if logs else 0.0
+def key_geomean(pairs) -> float | None:
+  """Geometric mean over keys, given as (default, policy) scores, of (policy + 1) /
+  (default + 1), minus 1; keys with no score on either side are left out (None if no key
+  is left). Unlike the total, no single hot key (one interpreter or compressor loop)
+  decides it: a policy that wins a little in many functions and one that wins a lot in
+  one are told apart. The evaluator reports it; selection can keep policies by it."""
+  logs = [math.log((p + 1.0) / (d + 1.0)) for d, p in pairs if d > 0 or p > 0]
+  return math.exp(sum(logs) / len(logs)) - 1.0 if logs else None
 
 
 def _median(xs):
@@ -413,7 +413,8 @@ def _report(t: _Tally, problem_name, policy_name, corpus, split, out, stream,
              "improvements": sum(int(r["policy"] < r["default"] * (1 - REGRESSION_THRESHOLD))
                                  for r in rows),
              "median_module_change_pct": 100.0 * _median(module_change_list),
-             "key_geomean_change_pct": 100.0 * key_geomean(rows),
+             "key_geomean_change_pct": 100.0 * (key_geomean(
+                 (r["default"], r["policy"]) for r in rows) or 0.0),
              "modules_regressed": len(regressed_modules),
              "modules_regressed_pct": (100.0 * len(regressed_modules) / len(mods)
                                        if mods else 0.0),

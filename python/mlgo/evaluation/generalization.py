@@ -56,7 +56,7 @@ def format_line(r: dict) -> str:
            f"{r['per_package'][r['worst_package']]['change_pct']:+.2f}%"
            if r.get("worst_package") and "per_package" in r else "")
   return (f"{r['suite']}: change={r['change_pct']:+.2f}% key_geomean="
-          f"{r.get('key_geomean_change_pct', 0.0):+.2f}% median_module="
+          f"{r['key_geomean_change_pct']:+.2f}% median_module="
           f"{r['median_module_change_pct']:+.2f}% modules_worse_1pct="
           f"{r['modules_regressed']}/{r['modules']} ({r['modules_regressed_pct']:.1f}%) "
           f"keys_better/worse={r['keys_improved']}/{r['keys_regressed']} packages_worse_"
@@ -115,7 +115,7 @@ def markdown(report: dict) -> str:
            "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
   for r in report["suites"]:
     lines.append(f"| {r['suite']} | {r['modules']} | {r['change_pct']:+.2f}% | "
-                 f"{r.get('key_geomean_change_pct', 0.0):+.2f}% | "
+                 f"{r['key_geomean_change_pct']:+.2f}% | "
                  f"{r['median_module_change_pct']:+.2f}% | {r['modules_regressed']} "
                  f"({r['modules_regressed_pct']:.1f}%) | "
                  f"{', '.join(r['packages_worse']) or 'none'} |")

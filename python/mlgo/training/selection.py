@@ -7,9 +7,10 @@ over modules of (policy + 1) / (default + 1) - 1 (a corpus total can be one hot 
 e.g. an interpreter loop holding 90% of a sample's regalloc cost); "package_mean": the
 mean over packages of each package's total change (every package weighs the same, as
 code from a new package would); "key_geomean": the geomean over keys (functions for
-regalloc) of (policy + 1) / (default + 1), which no single hot function decides. validation_regression_weight adds that many points per
-percent of validation modules more than 1% worse than the default (what users of a size
-or speed policy notice first).
+regalloc) of (policy + 1) / (default + 1), which no single hot function decides (the
+evaluator's own figure, evaluate.key_geomean). validation_regression_weight adds that
+many points per percent of validation modules more than 1% worse than the default (what
+users of a size or speed policy notice first).
 """
 import os
 import shutil
@@ -17,6 +18,7 @@ import shutil
 import numpy as np
 
 from mlgo.env import work
+from mlgo.evaluation.evaluate import key_geomean
 from mlgo.workers import make_pool
 from mlgo.workers.base import in_submission_order
 
@@ -57,7 +59,7 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
     if name in names:
       keys_of.setdefault(name, []).append((k, d))
   pkg = {}   # package -> [policy, default]
-  key_logs = []   # per key: log((policy + 1) / (default + 1))
+  key_scores = []   # per key: (default, policy), for key_geomean
   regressed = 0
   with make_pool(cfg.pool, cfg.jobs) as pool:
     ids = [pool.submit(work.compile_one, m, problem.name, ref, None, corpus.llvm_version,
@@ -85,8 +87,7 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
           p_k = scores.get(k, problem.missing_score or 0.0)
           p_m += p_k
           d_m += d
-          if d > 0 or p_k > 0:
-            key_logs.append(np.log((p_k + 1.0) / (d + 1.0)))
+          key_scores.append((d, p_k))
       pol += p_m
       dft += d_m
       ratio = (p_m + 1.0) / (d_m + 1.0) - 1.0
@@ -103,7 +104,8 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
   elif cfg.validation_metric == "total":
     val = (pol / dft - 1.0) * 100.0 if dft else float("nan")
   elif cfg.validation_metric == "key_geomean":
-    val = (float(np.exp(np.mean(key_logs))) - 1.0) * 100.0 if key_logs else float("nan")
+    g = key_geomean(key_scores)
+    val = g * 100.0 if g is not None else float("nan")
   else:
     raise ValueError(f"validation_metric {cfg.validation_metric!r}: expected total, "
                      "module_mean, package_mean or key_geomean")
