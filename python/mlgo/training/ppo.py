@@ -4,9 +4,11 @@ One iteration: sample modules of the training split, compile them in parallel wi
 current stochastic policy (numpy sampler built from the exported weights, never TF per
 decision), score each module (or function) against a per-key moving-average baseline,
 credit every decision of a trajectory with its key's reward (plus, with a credit model,
-its own estimated share: mlgo.credit), then run PPO epochs on the decisions. Every iteration writes a policy dir and an atomic checkpoint (networks,
-optimizer, baselines, iteration, RNG state), so killing the trainer loses at most the
-iteration in flight; running the same command again resumes.
+its own estimated share: mlgo.credit), then run PPO epochs on the decisions
+(mlgo.training.learner: the networks, Adam and the tf-agents update). Every iteration
+writes a policy dir and an atomic checkpoint (networks, optimizer, baselines, iteration,
+RNG state), so killing the trainer loses at most the iteration in flight; running the
+same command again resumes.
 
 Problem-specific parts come from the problem description (mlgo.problems: keys, scores,
 reward, architecture) and the architecture's network (mlgo.training.networks); this
@@ -27,7 +29,8 @@ import numpy as np
 from mlgo import credit as credit_lib
 from mlgo import problems as problems_lib
 from mlgo.env import prepared, work
-from mlgo.training import bc, dataset, experience, networks, selection
+from mlgo.training import bc, dataset, experience, selection
+from mlgo.training import learner as learner_lib
 from mlgo.policy import policy_io
 from mlgo.util.progress import Progress
 from mlgo.workers import make_pool
@@ -139,7 +142,7 @@ class Trainer:
       print(f"resumed from {self.ckpt_dir} at iteration {self.state['iteration']}",
             file=stream)
     elif self.state.get("initial_weights"):
-      networks.set_actor_weights(self.actor, self.arch, self._initial_weights())
+      self.learner.set_weights(self._initial_weights())
     self.rng = np.random.default_rng()
     self.rng.bit_generator.state = self.state["rng"]
 
@@ -229,46 +232,15 @@ class Trainer:
   # --- agent -------------------------------------------------------------------
   def _build_agent(self):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    from tf_agents.agents.ppo import ppo_clip_agent  # pylint: disable=import-outside-toplevel
-    from tf_agents.trajectories import time_step as ts  # pylint: disable=import-outside-toplevel
-    tf.random.set_seed(self.cfg.seed)
     self.encoder = policy_io.Policy(self.spec, {})
-    dim = self.encoder.normalizer.input_dim
-    obs_spec = tf.TensorSpec([dim], tf.float32, name="observation")
-    self.arch = self.spec["architecture"]
-    action_spec = networks.action_spec(self.arch)
-    self.actor = networks.make_actor(self.arch, obs_spec)
-    if self.cfg.use_value_network:
-      from tf_agents.networks import value_network  # pylint: disable=import-outside-toplevel
-      value = value_network.ValueNetwork(obs_spec, fc_layer_params=tuple(self.arch["hidden"]))
-    else:
-      value = networks.zero_value_network(obs_spec)
-    self.optimizer = tf.keras.optimizers.Adam(self.cfg.learning_rate)
-    self.agent = ppo_clip_agent.PPOClipAgent(
-        ts.time_step_spec(obs_spec), action_spec, optimizer=self.optimizer,
-        actor_net=self.actor, value_net=value,
-        importance_ratio_clipping=self.cfg.importance_ratio_clipping,
-        discount_factor=0.0, lambda_value=0.0,
-        entropy_regularization=self.cfg.entropy_regularization,
-        value_pred_loss_coef=(self.cfg.value_pred_loss_coef if self.cfg.use_value_network
-                              else 0.0),
-        num_epochs=1, use_gae=False, normalize_rewards=False, normalize_observations=False,
-        gradient_clipping=self.cfg.gradient_clipping,
-        compute_value_and_advantage_in_train=True, update_normalizers_in_train=False,
-        train_step_counter=tf.Variable(0, dtype=tf.int64, name="train_step"))
-    self.agent.initialize()
-    self.actor.create_variables(obs_spec)
-    self.value = value
-    self.obs_dim = dim
-    self.checkpoint = tf.train.Checkpoint(actor=self.actor, value=value,
-                                          optimizer=self.optimizer,
-                                          train_step=self.agent.train_step_counter)
-    self._train_fn = tf.function(lambda exp, w: self.agent.train(exp, weights=w).loss)
+    self.learner = learner_lib.PPOLearner(self.spec, self.cfg,
+                                          self.encoder.normalizer.input_dim)
+    self.checkpoint = self.learner.checkpoint
     self.summary = tf.summary.create_file_writer(str(self.output / "tensorboard"))
 
   # --- one iteration -------------------------------------------------------------
   def current_weights(self):
-    return networks.actor_weights(self.actor, self.arch)
+    return self.learner.weights()
 
   def collect(self, modules, weights):
     ref = (self.spec, weights, False)
@@ -341,39 +313,7 @@ class Trainer:
                                       self.spec, self.rng, results, weights)
 
   def train_on(self, exp):
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    from tf_agents.trajectories import trajectory  # pylint: disable=import-outside-toplevel
-    T = self.cfg.sequence_length
-    n = len(exp["rewards"])
-    losses = []
-    for _ in range(self.cfg.num_epochs):
-      order = self.rng.permutation(n)
-      pad = (-n) % T
-      order = np.concatenate([order, order[:pad]]) if pad else order
-      w = np.concatenate([exp["weights"][order[:n]], np.zeros(pad, np.float32)])
-      rows = order.reshape(-1, T)
-      w = w.reshape(-1, T)
-      # A dummy last step per row: tf-agents uses the final step only to bootstrap.
-      rows = np.concatenate([rows, rows[:, -1:]], axis=1)
-      w = np.concatenate([w, np.zeros((len(w), 1), np.float32)], axis=1)
-      # Whole minibatches only (zero-weight filler rows): one traced train graph.
-      fill = (-len(rows)) % self.cfg.minibatch_rows
-      if fill:
-        rows = np.concatenate([rows, rows[np.arange(fill) % len(rows)]])
-        w = np.concatenate([w, np.zeros((fill, w.shape[1]), np.float32)])
-      for s in range(0, len(rows), self.cfg.minibatch_rows):
-        r = rows[s:s + self.cfg.minibatch_rows]
-        b = r.shape
-        mid = tf.ones(b, tf.int32)
-        traj = trajectory.Trajectory(
-            step_type=mid, observation=tf.constant(exp["obs"][r]),
-            action=tf.constant(exp["actions"][r]),
-            policy_info={"dist_params": {k: tf.constant(v[r].astype(np.float32))
-                                         for k, v in exp["params"].items()}},
-            next_step_type=mid, reward=tf.constant(exp["rewards"][r]),
-            discount=tf.ones(b, tf.float32))
-        losses.append(float(self._train_fn(traj, tf.constant(w[s:s + len(r)]))))
-    return float(np.mean(losses)) if losses else float("nan")
+    return self.learner.train_on(exp, self.rng)
 
   def export(self, weights, iteration):
     return policy_io.publish_iteration_policy(

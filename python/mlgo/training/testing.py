@@ -1,12 +1,18 @@
-"""Helpers for tests: test data files, a tiny real corpus compiled from a few source files."""
+"""Helpers for tests: test data files, a tiny real corpus compiled from a few source
+files, random observations of the regalloc problems and a policy spec fitted on them."""
 import functools
 import os
 import pathlib
 import tempfile
 
+import numpy as np
+
 from mlgo import corpus as corpus_lib
 from mlgo.corpus import build
 from mlgo.util import toolchain
+from mlgo import problems as problems_lib
+from mlgo.policy import normalization, policy_io
+from mlgo.training import bc as bc_lib
 
 
 def data_path(rel: str) -> str:
@@ -65,3 +71,39 @@ def make_tiny_corpus(out_dir, sources, llvm_version: int = toolchain.DEFAULT_LLV
       w.add(name, str(bc), cc1, package=src.stem, language="c++" if cxx else "c",
             split="heldout" if src.stem in heldout else "train", move=True)
   return w.finish()
+
+
+def fake_eviction_features(n: int, rng) -> dict:
+  """n random eviction observations (raw features; a NaN like LLVM sometimes sends)."""
+  feats = {}
+  for f in problems_lib.get_problem("regalloc_eviction").features:
+    if f.name == "mask":
+      v = (rng.random((n, 1, 33)) < 0.3).astype(np.int64)
+      v[:, 0, rng.integers(0, 33, n)] = 1
+    elif f.name == "progress":
+      v = rng.random((n, 1)).astype(np.float32)
+    elif np.dtype(f.dtype) == np.int64:
+      v = rng.integers(0, 4, (n, 1, 33)).astype(np.int64)
+    else:
+      v = rng.random((n, 1, 33)).astype(np.float32) * 10
+    feats[f.name] = v
+  feats["use_def_density"][0, 0, 3] = np.nan  # LLVM sends NaN sometimes
+  return feats
+
+
+def fake_priority_features(n: int, rng) -> dict:
+  return {"li_size": rng.integers(1, 500, (n, 1)).astype(np.int64),
+          "stage": rng.integers(0, 4, (n, 1)).astype(np.int64),
+          "weight": (rng.random((n, 1)) * 3).astype(np.float32)}
+
+
+def fitted_spec(problem_name: str, feats: dict, seed: int = 0):
+  """(spec, seeded initial weights, encoded feats): normalization fitted on feats."""
+  problem = problems_lib.get_problem(problem_name)
+  specs = [{"name": f.name, "dtype": np.dtype(f.dtype).name, "shape": list(f.shape)}
+           for f in problem.features]
+  norms = [normalization.fit_feature(s["name"], feats[s["name"]]) for s in specs]
+  arch = problem.architecture(specs, {n.name: n for n in norms})
+  spec = bc_lib.make_spec(problem_name, specs, norms, arch)
+  enc = policy_io.Policy(spec, {}).encode_batch(feats)
+  return spec, bc_lib.init_weights(arch, enc.shape[1], seed), enc

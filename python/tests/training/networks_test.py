@@ -3,43 +3,12 @@ exported TF graph); masked eviction columns are never sampled or chosen."""
 import numpy as np
 import pytest
 
-from mlgo.policy import architectures, normalization, policy_io
+from mlgo.policy import architectures, policy_io
 from mlgo.problems import get_problem
-from mlgo.training import bc, networks
-
-
-def _fake_eviction(n, rng):
-  feats = {}
-  for f in get_problem("regalloc_eviction").features:
-    if f.name == "mask":
-      v = (rng.random((n, 1, 33)) < 0.3).astype(np.int64)
-      v[:, 0, rng.integers(0, 33, n)] = 1
-    elif f.name == "progress":
-      v = rng.random((n, 1)).astype(np.float32)
-    elif np.dtype(f.dtype) == np.int64:
-      v = rng.integers(0, 4, (n, 1, 33)).astype(np.int64)
-    else:
-      v = rng.random((n, 1, 33)).astype(np.float32) * 10
-    feats[f.name] = v
-  feats["use_def_density"][0, 0, 3] = np.nan  # LLVM sends NaN sometimes
-  return feats
-
-
-def _fake_priority(n, rng):
-  return {"li_size": rng.integers(1, 500, (n, 1)).astype(np.int64),
-          "stage": rng.integers(0, 4, (n, 1)).astype(np.int64),
-          "weight": (rng.random((n, 1)) * 3).astype(np.float32)}
-
-
-def _spec(problem_name, feats, seed=0):
-  problem = get_problem(problem_name)
-  specs = [{"name": f.name, "dtype": np.dtype(f.dtype).name, "shape": list(f.shape)}
-           for f in problem.features]
-  norms = [normalization.fit_feature(s["name"], feats[s["name"]]) for s in specs]
-  arch = problem.architecture(specs, {n.name: n for n in norms})
-  spec = bc.make_spec(problem_name, specs, norms, arch)
-  enc = policy_io.Policy(spec, {}).encode_batch(feats)
-  return spec, bc.init_weights(arch, enc.shape[1], seed), enc
+from mlgo.training import networks
+from mlgo.training.testing import fake_eviction_features as _fake_eviction
+from mlgo.training.testing import fake_priority_features as _fake_priority
+from mlgo.training.testing import fitted_spec as _spec
 
 
 def test_masked_columns_are_never_sampled_or_chosen():
