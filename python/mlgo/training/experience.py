@@ -100,12 +100,6 @@ def make_experience(problem, cfg, st, encoder, spec, rng, results, weights):
     # Moving-average baseline of the policy's own scores.
     mom = cfg.baseline_momentum
     for k, s in scores.items():
-      if (getattr(cfg, "baseline_ignores_missing", False) and problem.missing_score is not None
-          and s == problem.missing_score):
-        # The pre-merge regalloc trainer's rule: a compile without spill code in k leaves
-        # k's baseline alone, so clearing a function stays rewarded against the cost it
-        # had instead of the baseline decaying to 0.
-        continue
       if k in st["baselines"]:
         st["baselines"][k] = mom * st["baselines"][k] + (1 - mom) * s
       elif k in st["default_scores"]:

@@ -79,9 +79,6 @@ class PPOConfig:
     validation modules more than 1% worse than the default (0: not counted).
   regression_penalty: a key (module or function) more than 1% worse than the default
     loses this times its excess over 1.01 x default from its reward (0: none).
-  baseline_ignores_missing: a compile in which a key has the problem's missing score
-    (regalloc: no spill code in that function) does not move that key's moving-average
-    baseline (the pre-merge regalloc trainer's rule; False: every compile moves it).
   credit / credit_model / credit_weight: per-decision credit (mlgo.credit; "" = none):
     each decision's reward also gets credit_weight * -(its estimated score change) /
     (the key's default score), e.g. "ir2native" with an `ir2native train` model dir.
@@ -105,8 +102,7 @@ class PPOConfig:
                validation_regression_weight: float = 0.0, regression_penalty: float = 0.0,
                trace_max_decisions_per_module: int = 0,
                batch_advantage_normalization: bool = False, credit: str = "",
-               credit_model: str = "", credit_weight: float = 1.0,
-               baseline_ignores_missing: bool = False):
+               credit_model: str = "", credit_weight: float = 1.0):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
   def to_json(self):
