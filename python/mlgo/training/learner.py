@@ -8,10 +8,11 @@ surrogate step on the same batch.
 
 The agent is set up so that each decision is its own one-step episode: discount 0 and
 lambda 0 (a decision's return is its reward, already relative to its key's baseline), no
-reward or observation normalization inside tf-agents (rewards are standardized over the
-batch when batch_advantage_normalization is set; observations are encoded by the policy's
-normalizer), and one epoch per train call, the epochs being run here over reshuffled
-decisions.
+reward or observation normalization inside tf-agents (observations are encoded by the
+policy's normalizer), and one epoch per train call, the epochs being run here over
+reshuffled decisions. tf-agents still standardizes advantages per minibatch and skips
+decisions whose advantage is exactly 0 (as padding); with batch_advantage_normalization
+the rewards are standardized over the whole batch first, which keeps them.
 """
 import numpy as np
 
