@@ -77,15 +77,16 @@ def fake_eviction_features(n: int, rng) -> dict:
   """n random eviction observations (raw features; a NaN like LLVM sometimes sends)."""
   feats = {}
   for f in problems_lib.get_problem("regalloc_eviction").features:
+    shape = (n,) + tuple(f.shape)   # the problem's own layout: [1, columns] or [1]
     if f.name == "mask":
-      v = (rng.random((n, 1, 33)) < 0.3).astype(np.int64)
-      v[:, 0, rng.integers(0, 33, n)] = 1
+      v = (rng.random(shape) < 0.3).astype(np.int64)
+      v[:, 0, rng.integers(0, shape[-1], n)] = 1
     elif f.name == "progress":
-      v = rng.random((n, 1)).astype(np.float32)
+      v = rng.random(shape).astype(np.float32)
     elif np.dtype(f.dtype) == np.int64:
-      v = rng.integers(0, 4, (n, 1, 33)).astype(np.int64)
+      v = rng.integers(0, 4, shape).astype(np.int64)
     else:
-      v = rng.random((n, 1, 33)).astype(np.float32) * 10
+      v = rng.random(shape).astype(np.float32) * 10
     feats[f.name] = v
   feats["use_def_density"][0, 0, 3] = np.nan  # LLVM sends NaN sometimes
   return feats

@@ -5,7 +5,6 @@ import copy
 import pathlib
 
 import numpy as np
-import pytest
 
 from mlgo.training import ppo, testing
 
