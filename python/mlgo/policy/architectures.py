@@ -295,6 +295,74 @@ def mask_tf(tf, enc, config: dict):
   return m
 
 
+# The default prior (eviction_architecture(default_prior=...)): the column that
+# mlgo.problems.regalloc's default-equivalent rule picks, found on the encoded features.
+# Within one decision every column of a feature has the same normalization, so the
+# encoded values keep the raw values' order and ties; the rule then reads: among the
+# valid candidates 0..31, fewest broken hints, then lowest use_def_density, then lowest
+# index; the live range itself (32) instead when no candidate is valid or the chosen one
+# is not lighter than it. NaN densities (LLVM's unspillable ranges) encode as 0 here, so
+# on those the prior can differ from the raw rule.
+_CANDIDATES = COLUMNS - 1
+
+
+def default_column_np(enc: np.ndarray, config: dict) -> np.ndarray:
+  """[B] int64: the default prior's column for each encoded observation."""
+  enc = clean_np(enc)
+  dp = config["default_prior"]
+  m = _column_z_np(enc, config["mask_feature_index"]) > config["mask_z_threshold"]
+  h = _column_z_np(enc, dp["hint_index"])
+  d = _column_z_np(enc, dp["density_index"])
+  cm = m[:, :_CANDIDATES]
+  hc = np.where(cm, h[:, :_CANDIDATES], np.inf)
+  c1 = cm & (hc <= hc.min(axis=1, keepdims=True))
+  dc = np.where(c1, d[:, :_CANDIDATES], np.inf)
+  c2 = c1 & (dc <= dc.min(axis=1, keepdims=True))
+  best = np.argmax(c2, axis=1)      # first True
+  any_valid = cm.any(axis=1)
+  d_best = np.take_along_axis(d, best[:, None], axis=1)[:, 0]
+  take_own = m[:, -1] & (~any_valid | (d_best >= d[:, -1]))
+  return np.where(take_own | ~any_valid, _CANDIDATES, best).astype(np.int64)
+
+
+def default_column_tf(tf, enc, config: dict):
+  """default_column_np in TF."""
+  enc = clean_tf(tf, enc)
+  dp = config["default_prior"]
+  m = _column_z_tf(tf, enc, config["mask_feature_index"]) > config["mask_z_threshold"]
+  h = _column_z_tf(tf, enc, dp["hint_index"])
+  d = _column_z_tf(tf, enc, dp["density_index"])
+  cm = m[:, :_CANDIDATES]
+  big = tf.constant(np.inf, h.dtype)
+  hc = tf.where(cm, h[:, :_CANDIDATES], big)
+  c1 = tf.logical_and(cm, hc <= tf.reduce_min(hc, axis=1, keepdims=True))
+  dc = tf.where(c1, d[:, :_CANDIDATES], big)
+  c2 = tf.logical_and(c1, dc <= tf.reduce_min(dc, axis=1, keepdims=True))
+  # The first True: argmin over the index where true, a large number elsewhere (unique
+  # minimum, so no reliance on how argmax breaks ties).
+  idx = tf.range(_CANDIDATES, dtype=tf.int32)[None, :]
+  best = tf.argmin(tf.where(c2, idx, tf.fill(tf.shape(c2), COLUMNS)), axis=1,
+                   output_type=tf.int32)
+  any_valid = tf.reduce_any(cm, axis=1)
+  d_best = tf.gather(d, best, axis=1, batch_dims=1)
+  take_own = tf.logical_and(m[:, -1], tf.logical_or(tf.logical_not(any_valid),
+                                                     d_best >= d[:, -1]))
+  own = tf.logical_or(take_own, tf.logical_not(any_valid))
+  return tf.where(own, tf.fill(tf.shape(best), _CANDIDATES), best)
+
+
+def _prior_np(w, config, enc):
+  if "default_prior" not in config:
+    return 0.0
+  return np.eye(COLUMNS, dtype=np.float32)[default_column_np(enc, config)] * w["prior/scale"][0]
+
+
+def _prior_tf(tf, w, config, enc):
+  if "default_prior" not in config:
+    return 0.0
+  return tf.one_hot(default_column_tf(tf, enc, config), COLUMNS) * w["prior/scale"][0]
+
+
 def scorer_logits_tf(tf, w, config, enc):
   """TF forward pass; `w` maps weight names to tensors (constants or variables)."""
   x = column_inputs_tf(tf, enc, config["n_column_features"])
@@ -302,6 +370,7 @@ def scorer_logits_tf(tf, w, config, enc):
   for i in range(len(config["hidden"])):
     h = tf.nn.relu(tf.einsum("bcd,de->bce", h, w[f"hidden_{i}/kernel"]) + w[f"hidden_{i}/bias"])
   logits = tf.einsum("bcd,de->bce", h, w["out/kernel"])[:, :, 0] + w["out/bias"][0]
+  logits = logits + _prior_tf(tf, w, config, enc)
   m = mask_tf(tf, enc, config)
   return tf.where(m, logits, tf.fill(tf.shape(logits), tf.constant(NEG, logits.dtype)))
 
@@ -317,6 +386,7 @@ class ColumnScorer(Architecture):
     for i in range(len(c["hidden"])):
       h = _relu(h @ self.w[f"hidden_{i}/kernel"] + self.w[f"hidden_{i}/bias"])
     logits = (h @ self.w["out/kernel"])[..., 0] + self.w["out/bias"][0]
+    logits = logits + _prior_np(self.w, c, np.asarray(enc, np.float32))
     m = mask_np(enc, c)
     return {"logits": np.where(m, logits, NEG).astype(np.float32),
             "mask": m.astype(np.float32)}
@@ -421,7 +491,7 @@ def _z_of(norm, raw: float) -> float:
 
 
 def eviction_architecture(feature_names, norms: dict, hidden=(64, 32),
-                          cost_mask: bool = False) -> dict:
+                          cost_mask: bool = False, default_prior: float = 0.0) -> dict:
   """Config for the column scorer, given the policy's input features (in order).
 
   cost_mask: also mask every column whose heaviest interfering live range is at least
@@ -431,7 +501,13 @@ def eviction_architecture(feature_names, norms: dict, hidden=(64, 32),
   heuristic's own condition for an eviction; LLVM's ML advisor leaves it out, so a
   policy may evict a hot live range to place a cold one, which is how single functions
   end up several times costlier than the default. Not applied when the compiler masks
-  the candidate itself (an eviction is then required)."""
+  the candidate itself (an eviction is then required).
+
+  default_prior > 0: add a trainable scale (weight `prior/scale`, starting at this
+  value) times a one-hot of the default-equivalent column (default_column_np) to the
+  logits. The policy then starts as the documented default rule (on the default
+  corpus' held-out split within 0.3% of LLVM's own eviction), not as an imperfect
+  clone of it, and the MLP learns where to differ."""
   cols = [n for n in feature_names if n != "progress"]
   if feature_names[-1] != "progress" or len(cols) != len(feature_names) - 1:
     raise ValueError("eviction policy features must be the column features then progress")
@@ -448,6 +524,10 @@ def eviction_architecture(feature_names, norms: dict, hidden=(64, 32),
         "density_index": cols.index("use_def_density"),
         "urgent_index": cols.index("nr_urgent"), "urgent_z": _z_of(norms["nr_urgent"], 1e-6),
         "hint_index": cols.index("is_hint"), "hint_z": _z_of(norms["is_hint"], 0.5)}
+  if default_prior:
+    config["default_prior"] = {"hint_index": cols.index("nr_broken_hints"),
+                               "density_index": cols.index("use_def_density"),
+                               "init": float(default_prior)}
   return config
 
 
@@ -466,7 +546,10 @@ def _he_mlp_one_output(hidden, input_dim: int, seed: int) -> dict:
 
 
 def init_eviction_weights(config: dict, seed: int = 0) -> dict:
-  return _he_mlp_one_output(config["hidden"], config["n_column_features"] * E + E, seed)
+  w = _he_mlp_one_output(config["hidden"], config["n_column_features"] * E + E, seed)
+  if "default_prior" in config:
+    w["prior/scale"] = np.array([config["default_prior"]["init"]], np.float32)
+  return w
 
 
 def priority_architecture(hidden=(32, 32), init_std: float = 0.5) -> dict:

@@ -236,9 +236,10 @@ def function_costs(reward_dict):
   return reward_dict["functions"]
 
 
-def _eviction_architecture(features, norms, hidden, cost_mask: bool = False):
+def _eviction_architecture(features, norms, hidden, cost_mask: bool = False,
+                           default_prior: float = 0.0):
   return architectures.eviction_architecture([f["name"] for f in features], norms, hidden,
-                                             cost_mask=cost_mask)
+                                             cost_mask=cost_mask, default_prior=default_prior)
 
 
 def _priority_architecture(features, norms, hidden):
