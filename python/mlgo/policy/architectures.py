@@ -20,7 +20,9 @@ progress; columns whose `mask` is 0 get -1e9 before the softmax, so an invalid i
 be neither sampled nor chosen greedily. The encoded input (3 floats per scalar,
 feature-major) is reshaped to [B, 33, 3 * 20] per column; the mask is recovered exactly
 from the encoded mask feature (its standardized log value: 0 and 1 map to two distinct
-values, split by `mask_z_threshold`).
+values, split by `mask_z_threshold`). Two options narrow or steer it with the default
+heuristic's own structure: `cost_mask` (only columns the default could evict) and
+`default_prior` (a trainable bonus on the column the default-equivalent rule picks).
 
 Priority: the action is the priority itself, 2 ** sample (what the compiler's priority
 advisor expects: a float, cast to unsigned).
