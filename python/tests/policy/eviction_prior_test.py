@@ -103,3 +103,26 @@ def test_the_scale_is_a_trained_weight():
   plain = dict(arch)
   plain.pop("default_prior")
   assert "prior/scale" not in architectures.init_eviction_weights(plain, seed=0)
+
+
+def test_saved_model_decides_as_the_numpy_policy(tmp_path):
+  """The SavedModel (what saved_model_cli AOT-compiles for the release server) carries
+  the prior: with the MLP's outputs scaled up to compete with it, its decisions are the
+  numpy policy's, which follow the rule on some rows and the MLP on others."""
+  import tensorflow as tf
+  from mlgo.policy import policy_io
+  feats = _features(n=200, seed=5)
+  spec, enc = _spec(feats, prior=2.0)
+  w = architectures.init_eviction_weights(spec["architecture"], seed=4)
+  w["out/kernel"] = w["out/kernel"] * 200.0
+  d = policy_io.write_policy_dir(tmp_path / "pol", spec, w)
+  pol = policy_io.load_policy(d)
+  fn = tf.saved_model.load(str(d / "saved_policy")).signatures["action"]
+  rule = architectures.default_column_np(enc, spec["architecture"])
+  ours, follows_rule = [], 0
+  for i in range(len(rule)):
+    o = _rows(feats, i)
+    a = int(pol.act(o))
+    assert int(fn(**{k: tf.constant(v) for k, v in o.items()})["index_to_evict"][0]) == a
+    follows_rule += a == rule[i]
+  assert 0 < follows_rule < len(rule)
