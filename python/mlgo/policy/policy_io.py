@@ -289,7 +289,7 @@ def ensemble_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
     raise ValueError(f"{dirs[0]}: a policy without hidden layers cannot be ensembled")
   ws = [p.arch.w for p in pols]
   known = {f"hidden_{i}/{t}" for i in range(n_hidden) for t in ("kernel", "bias")}
-  known |= {"out/kernel", "out/bias", "std/bias"}
+  known |= {"out/kernel", "out/bias", "std/bias", "prior/scale"}
   for d, w in zip(dirs, ws):
     extra = sorted(set(w) - known)
     if extra:
@@ -309,6 +309,10 @@ def ensemble_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
     out[f"hidden_{i}/bias"] = np.concatenate([w[f"hidden_{i}/bias"] for w in ws])
   out["out/kernel"] = np.concatenate([w["out/kernel"] for w in ws], axis=0) / k
   out["out/bias"] = np.mean([w["out/bias"] for w in ws], axis=0)
+  if "prior/scale" in ws[0]:
+    # The eviction default prior: every member adds its scale times the same one-hot
+    # (same inputs, same rule), so the mean of the logits has the mean scale.
+    out["prior/scale"] = np.mean([w["prior/scale"] for w in ws], axis=0)
   if "std/bias" in ws[0]:
     # Only sampling reads it (greedy decisions use the mean); the members' average.
     out["std/bias"] = np.mean([w["std/bias"] for w in ws], axis=0)

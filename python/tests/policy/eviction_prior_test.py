@@ -126,3 +126,24 @@ def test_saved_model_decides_as_the_numpy_policy(tmp_path):
     assert int(fn(**{k: tf.constant(v) for k, v in o.items()})["index_to_evict"][0]) == a
     follows_rule += a == rule[i]
   assert 0 < follows_rule < len(rule)
+
+
+def test_an_ensemble_of_prior_policies_is_the_mean_of_its_members(tmp_path):
+  from mlgo.policy import policy_io
+  feats = _features(n=120, seed=7)
+  spec, enc = _spec(feats, prior=2.0)
+  dirs = []
+  for i, (hidden, scale) in enumerate((((16, 8), 2.0), ((8, 4), 0.5))):
+    arch = dict(spec["architecture"], hidden=list(hidden))
+    w = architectures.init_eviction_weights(arch, seed=i)
+    w["out/kernel"] = w["out/kernel"] * 150.0
+    w["prior/scale"] = np.array([scale], np.float32)
+    dirs.append(policy_io.write_policy_dir(tmp_path / f"m{i}", dict(spec, architecture=arch),
+                                           w, saved_model=False))
+  ens = policy_io.ensemble_policies(dirs, tmp_path / "ens", saved_model=False)
+  assert ens.arch.w["prior/scale"].tolist() == [1.25]
+  members = [policy_io.load_policy(d) for d in dirs]
+  mean = np.mean([m.arch.dist_params(enc)["logits"].astype(np.float64) for m in members], 0)
+  got = ens.arch.dist_params(enc)["logits"]
+  valid = mean > architectures.NEG / 2
+  np.testing.assert_allclose(got[valid], mean[valid], rtol=1e-4, atol=1e-4)
