@@ -297,38 +297,50 @@ def mask_tf(tf, enc, config: dict):
   return m
 
 
-# The default prior (eviction_architecture(default_prior=...)): the column that
-# mlgo.problems.regalloc's default-equivalent rule picks, found on the encoded features.
-# Within one decision every column of a feature has the same normalization, so the
-# encoded values keep the raw values' order and ties; the rule then reads: among the
-# valid candidates 0..31, fewest broken hints, then lowest use_def_density, then lowest
-# index; the live range itself (32) instead when no candidate is valid or the chosen one
-# is not lighter than it. NaN densities (LLVM's unspillable ranges) encode as 0 here, so
-# on those the prior can differ from the raw rule.
+# The default prior (eviction_architecture(default_prior=...)): the column that the
+# default-equivalent rule picks (mlgo.problems.regalloc.eviction_default, which is
+# default_rule_columns on the raw features), found on the encoded features. Within one
+# decision every column of a feature has the same normalization, so the encoded values
+# keep the raw values' order and ties. NaN densities (LLVM's unspillable ranges) encode
+# as 0, so on those the prior can differ from the raw rule.
 _CANDIDATES = COLUMNS - 1
+
+
+def _keep_lowest(c, v):
+  """Of the columns c ([B, n] bool), those with the lowest v; NaN values rank last."""
+  ok = c & ~np.isnan(v)
+  low = np.where(ok, v, np.inf).min(axis=1, keepdims=True)
+  return np.where(ok.any(axis=1, keepdims=True), ok & (v <= low), c)
+
+
+def default_rule_columns(valid, hints, density) -> np.ndarray:
+  """[B] int64: the default-equivalent eviction rule for B decisions, given per-column
+  validity and the nr_broken_hints and use_def_density values ([B, 33], raw or any
+  order-keeping transform). Among the valid candidates 0..31: fewest broken hints, then
+  the lowest density, then the lowest index; the live range itself (32) instead when no
+  candidate is valid, or when it is valid and the chosen one is not lighter than it."""
+  valid = np.asarray(valid, bool)
+  hints, density = np.asarray(hints), np.asarray(density)
+  cm = valid[:, :_CANDIDATES]
+  c = _keep_lowest(_keep_lowest(cm, hints[:, :_CANDIDATES]), density[:, :_CANDIDATES])
+  best = np.argmax(c, axis=1)      # the first remaining column
+  any_valid = cm.any(axis=1)
+  d_best = np.take_along_axis(density, best[:, None], axis=1)[:, 0]
+  own = ~any_valid | (valid[:, -1] & (d_best >= density[:, -1]))
+  return np.where(own, _CANDIDATES, best).astype(np.int64)
 
 
 def default_column_np(enc: np.ndarray, config: dict) -> np.ndarray:
   """[B] int64: the default prior's column for each encoded observation."""
   enc = clean_np(enc)
   dp = config["default_prior"]
-  m = _column_z_np(enc, config["mask_feature_index"]) > config["mask_z_threshold"]
-  h = _column_z_np(enc, dp["hint_index"])
-  d = _column_z_np(enc, dp["density_index"])
-  cm = m[:, :_CANDIDATES]
-  hc = np.where(cm, h[:, :_CANDIDATES], np.inf)
-  c1 = cm & (hc <= hc.min(axis=1, keepdims=True))
-  dc = np.where(c1, d[:, :_CANDIDATES], np.inf)
-  c2 = c1 & (dc <= dc.min(axis=1, keepdims=True))
-  best = np.argmax(c2, axis=1)      # first True
-  any_valid = cm.any(axis=1)
-  d_best = np.take_along_axis(d, best[:, None], axis=1)[:, 0]
-  take_own = m[:, -1] & (~any_valid | (d_best >= d[:, -1]))
-  return np.where(take_own | ~any_valid, _CANDIDATES, best).astype(np.int64)
+  return default_rule_columns(
+      _column_z_np(enc, config["mask_feature_index"]) > config["mask_z_threshold"],
+      _column_z_np(enc, dp["hint_index"]), _column_z_np(enc, dp["density_index"]))
 
 
 def default_column_tf(tf, enc, config: dict):
-  """default_column_np in TF."""
+  """default_column_np in TF (the encoded values are finite: no NaN ranking needed)."""
   enc = clean_tf(tf, enc)
   dp = config["default_prior"]
   m = _column_z_tf(tf, enc, config["mask_feature_index"]) > config["mask_z_threshold"]

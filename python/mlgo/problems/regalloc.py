@@ -111,22 +111,9 @@ def _prepare_same(obs, llvm_version):
 
 def eviction_default(obs: dict) -> np.int64:
   """The default-equivalent column (module docstring)."""
-  mask = np.asarray(obs["mask"]).reshape(-1)
-  hints = np.asarray(obs["nr_broken_hints"]).reshape(-1)
-  density = np.asarray(obs["use_def_density"]).reshape(-1)
-  valid = np.flatnonzero(mask[:CANDIDATE_COLUMN])
-  if valid.size == 0:
-    return np.int64(CANDIDATE_COLUMN if mask[CANDIDATE_COLUMN] else _any_valid(mask))
-  # lexsort: last key is primary.
-  best = valid[np.lexsort((valid, density[valid], hints[valid]))[0]]
-  if mask[CANDIDATE_COLUMN] and density[best] >= density[CANDIDATE_COLUMN]:
-    return np.int64(CANDIDATE_COLUMN)
-  return np.int64(best)
-
-
-def _any_valid(mask) -> int:
-  nz = np.flatnonzero(mask)
-  return int(nz[0]) if nz.size else CANDIDATE_COLUMN
+  mask, hints, density = (np.asarray(obs[n]).reshape(1, -1)
+                          for n in ("mask", "nr_broken_hints", "use_def_density"))
+  return architectures.default_rule_columns(mask != 0, hints, density)[0]
 
 
 def eviction_validate(action, obs):

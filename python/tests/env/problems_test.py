@@ -80,6 +80,16 @@ def test_eviction_validate_and_default():
   assert regalloc.eviction_default(_ev_obs(mask, hints, dens)) == 5  # fewer broken hints first
   only_candidate = [0] * 32 + [1]
   assert regalloc.eviction_default(_ev_obs(only_candidate)) == 32
+  # LLVM sends NaN densities next to unspillable ranges: they rank after every number,
+  # and a NaN-only choice is kept (a NaN is never "not lighter" than the candidate).
+  dens = [1.0] * 33
+  dens[5], dens[7], dens[32] = float("nan"), 0.6, 0.9
+  assert regalloc.eviction_default(_ev_obs(mask, density=dens)) == 7
+  dens[7] = float("nan")
+  assert regalloc.eviction_default(_ev_obs(mask, density=dens)) == 5
+  must_evict = [0] * 33
+  must_evict[3] = must_evict[9] = 1
+  assert regalloc.eviction_default(_ev_obs(must_evict, density=[2.0] * 33)) == 3
 
 
 def test_priority_validate():
