@@ -52,7 +52,6 @@ class PPOLearner:
         train_step_counter=tf.Variable(0, dtype=tf.int64, name="train_step"))
     self.agent.initialize()
     self.actor.create_variables(obs_spec)
-    self.value = value
     self.checkpoint = tf.train.Checkpoint(actor=self.actor, value=value,
                                           optimizer=self.optimizer,
                                           train_step=self.agent.train_step_counter)

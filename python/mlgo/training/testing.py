@@ -98,13 +98,15 @@ def fake_priority_features(n: int, rng) -> dict:
           "weight": (rng.random((n, 1)) * 3).astype(np.float32)}
 
 
-def fitted_spec(problem_name: str, feats: dict, seed: int = 0):
-  """(spec, seeded initial weights, encoded feats): normalization fitted on feats."""
+def fitted_spec(problem_name: str, feats: dict, seed: int = 0, hidden=None,
+                architecture_options=None):
+  """(spec, seeded initial weights, encoded feats): normalization fitted on feats; hidden
+  and architecture_options as for the problem's architecture (its defaults if None)."""
   problem = problems_lib.get_problem(problem_name)
   specs = [{"name": f.name, "dtype": np.dtype(f.dtype).name, "shape": list(f.shape)}
            for f in problem.features]
   norms = [normalization.fit_feature(s["name"], feats[s["name"]]) for s in specs]
-  arch = problem.architecture(specs, {n.name: n for n in norms})
+  arch = problem.architecture(specs, {n.name: n for n in norms}, hidden, architecture_options)
   spec = bc_lib.make_spec(problem_name, specs, norms, arch)
   enc = policy_io.Policy(spec, {}).encode_batch(feats)
   return spec, bc_lib.init_weights(arch, enc.shape[1], seed), enc

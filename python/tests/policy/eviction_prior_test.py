@@ -4,8 +4,8 @@ the encoded features the same way in numpy and in TF, so a fresh policy decides 
 rule and training starts from it."""
 import numpy as np
 
-from mlgo.policy import architectures, normalization
-from mlgo.problems import get_problem, regalloc
+from mlgo.policy import architectures
+from mlgo.problems import regalloc
 from mlgo.training import testing
 
 
@@ -26,12 +26,8 @@ def _features(n=600, seed=3):
 
 
 def _spec(feats, prior=3.0):
-  spec, _, enc = testing.fitted_spec("regalloc_eviction", feats)
-  problem = get_problem("regalloc_eviction")
-  norms = {d["name"]: normalization.FeatureNorm.from_json(d)
-           for d in spec["normalization"]}
-  spec["architecture"] = problem.architecture(spec["features"], norms, (16, 8),
-                                              {"default_prior": prior})
+  spec, _, enc = testing.fitted_spec("regalloc_eviction", feats, hidden=(16, 8),
+                                     architecture_options={"default_prior": prior})
   return spec, enc
 
 
