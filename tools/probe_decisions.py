@@ -1,10 +1,12 @@
-"""Rollout probes of a trained inlining policy: per-call-site credit, measured.
+"""Rollout probes of a trained policy: per-decision credit, measured (inlining, eviction).
 
   bazel run //tools:probe_decisions -- --policy=DIR --output=DIR [--corpus=DIR]
       [--split=train] [--max_probes=16] [--max_modules=N] [--jobs=N]
 For each module: one greedy compile, then one compile per probed decision with that
-decision flipped and the policy deciding the rest; stores each probe's size change and
-a sample of the policy's own decisions (mlgo.training.rollouts). Rerunning the same
+decision answered otherwise (inlining: the other answer; eviction: the default-equivalent
+column where the policy chose another) and the policy deciding the rest; stores each
+probe's change of the module's score (.text bytes; weighted spill cost) and a sample of
+the policy's own decisions (mlgo.training.rollouts). Rerunning the same
 command continues where it stopped. Train on the result with //tools:train_on_probes.
 """
 import argparse
@@ -37,8 +39,11 @@ def main(argv=None):
   a = ap.parse_args(argv)
   workers.apply_flags(a)
   from mlgo import corpus  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+  from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
   from mlgo.training import rollouts  # pylint: disable=import-outside-toplevel
-  s = rollouts.probe_corpus(corpus.corpus_arg(a.corpus), user_path(a.policy),
+  problem = get_problem(policy_io.load_policy(user_path(a.policy)).problem)
+  s = rollouts.probe_corpus(corpus.corpus_arg(a.corpus, problem.corpus_opt), user_path(a.policy),
                             user_path(a.output), split=a.split, max_probes=a.max_probes,
                             random_fraction=a.random_fraction, anchors=a.anchors,
                             max_modules=a.max_modules, jobs=a.jobs, timeout=a.timeout,

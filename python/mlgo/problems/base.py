@@ -63,6 +63,9 @@ class Problem:
     architecture(features, norms, hidden)  the policy network config (policy.json).
     exploration_prob(features, eps, tau)   where behavioral cloning leaves probability
                                on non-default actions (None: uniform label smoothing).
+    probe_alternative(obs, action)  the action a rollout probe (mlgo.training.rollouts)
+                               tries instead of the policy's at one decision, or None
+                               where it tries none; problems without it cannot be probed.
   """
   name: str
   tool: str                                # "clang" | "llc"
@@ -100,6 +103,7 @@ class Problem:
   corpus_opt: str = "Oz"                          # the default corpus' -O level
   variant_of: Optional[str] = None                # same decisions; more features or
                                                   # another reward
+  probe_alternative: Optional[Callable[[dict, Any], Any]] = None
 
   @property
   def feature_names(self) -> list[str]:

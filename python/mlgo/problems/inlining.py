@@ -95,6 +95,11 @@ def reward(outputs: dict) -> dict:
   return {"text_size": toolchain.text_size(outputs["object"])}
 
 
+def other_decision(obs, action):
+  """A rollout probe's alternative: the other answer (inline <-> do not)."""
+  return np.int64(1 - int(np.asarray(action).reshape(-1)[0]))
+
+
 def text_size_score(reward_dict):
   return {"": reward_dict["text_size"]}
 
@@ -149,4 +154,5 @@ def make_problem(with_ir2vec: bool = False) -> Problem:
       default_hidden=(64, 64),
       exploration_fn=exploration_prob,
       score_name="text",
+      probe_alternative=other_decision,
   )

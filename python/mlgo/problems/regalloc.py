@@ -116,6 +116,13 @@ def eviction_default(obs: dict) -> np.int64:
   return architectures.default_rule_columns(mask != 0, hints, density)[0]
 
 
+def eviction_probe_alternative(obs, action):
+  """A rollout probe's alternative: the default-equivalent column where the policy
+  chose another (its departures from the default are what a probe checks), else none."""
+  d = eviction_default(obs)
+  return None if int(d) == int(np.asarray(action).reshape(-1)[0]) else d
+
+
 def eviction_validate(action, obs):
   """(a masked-valid column, corrected?)."""
   mask = obs["mask"].reshape(-1)
@@ -270,6 +277,7 @@ def make_eviction_problem() -> Problem:
       random_fn=eviction_random,
       architecture_fn=_eviction_architecture,
       default_hidden=(64, 32),
+      probe_alternative=eviction_probe_alternative,
       **_SHARED,
   )
 

@@ -71,23 +71,6 @@ def init_weights(arch: dict, input_dim: int, seed: int = 0) -> dict:
   return architectures.architecture_class(arch["type"]).init_weights(arch, input_dim, seed)
 
 
-def keras_mlp(arch: dict, input_dim: int, weights: dict):
-  """A Keras model of an mlp_categorical architecture holding `weights`, and the
-  policy_io weight names of its variables in order (to read the weights back)."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  layers = [tf.keras.layers.Dense(h, activation="relu") for h in arch["hidden"]]
-  layers.append(tf.keras.layers.Dense(arch["num_actions"]))
-  model = tf.keras.Sequential(layers)
-  model.build((None, input_dim))
-  names = []
-  for i in range(len(arch["hidden"])):
-    names += [f"hidden_{i}/kernel", f"hidden_{i}/bias"]
-  names += ["out/kernel", "out/bias"]
-  for v, n in zip(model.trainable_variables, names):
-    v.assign(weights[n])
-  return model, names
-
-
 def _usable(arch: dict, params: dict, y: np.ndarray) -> np.ndarray:
   """Decisions whose label the network can express (eviction: a valid column; the
   tracer logs -1 when the default picked a register outside the columns)."""

@@ -27,8 +27,8 @@ def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
                     weight_cap: float = 4.0, heldout_fraction: float = 0.1):
   """Labelled probes + anchor states from one or more probe dirs.
 
-  A probe whose flip made the module smaller is labelled with the flipped action, one
-  that made it bigger with the policy's action; ties are dropped. Weight: the relative
+  A probe whose alternative lowered the module's score is labelled with the alternative,
+  one that raised it with the policy's action; ties are dropped. Weight: the relative
   size change in units of `weight_unit`, clipped to [0.25, weight_cap]."""
   px, py, pw, ph, ax, ah = [], [], [], [], [], []
   for d in probe_dirs:
@@ -42,7 +42,7 @@ def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
       delta = s["probe_sizes"] - base
       ok = np.isfinite(delta) & (delta != 0) & ~s["mismatch"]
       a = s["probe_actions"]
-      label = np.where(delta < 0, 1 - a, a)
+      label = np.where(delta < 0, rollouts.probe_alternatives(s), a)
       w = np.clip(np.abs(delta) / np.maximum(base, 1.0) / weight_unit, 0.25, weight_cap)
       px.append(s["probe_features"][ok])
       py.append(label[ok])
@@ -68,10 +68,12 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
   own decisions on the anchor states (so it changes where probes say so, not elsewhere).
   Reports agreement with the probe labels on modules held out of this fine-tuning."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from mlgo.training import networks  # pylint: disable=import-outside-toplevel
   base = policy_io.load_policy(policy_dir)
   arch = base.spec["architecture"]
-  if arch["type"] != "mlp_categorical":
-    raise NotImplementedError(f"{policy_dir}: probes train mlp_categorical policies only")
+  if not networks.is_categorical(arch):
+    raise ValueError(f"{policy_dir}: probes fine-tune categorical policies only, not "
+                     f"{arch['type']!r}")
   data = load_probe_data(probe_dirs, base.input_names, weight_unit, weight_cap,
                          heldout_fraction)
   if len(data["probe_y"]) == 0:
@@ -85,7 +87,14 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
   anchor_y = base.arch.greedy(base.arch.dist_params(ax)).astype(np.int64)
   ph, ah = data["probe_held"], data["anchor_held"]
   tf.random.set_seed(seed)
-  model, names = bc.keras_mlp(arch, px.shape[1], base.arch.w)
+  actor = networks.make_actor(arch, tf.TensorSpec([px.shape[1]], tf.float32))
+  actor.create_variables()
+  networks.set_actor_weights(actor, arch, base.arch.w)
+  train_vars = actor.trainable_variables
+
+  def model(x, training=False):
+    return actor(x, step_type=None, network_state=(), training=training)[0].logits_parameter()
+
   opt = tf.keras.optimizers.Adam(learning_rate)
 
   @tf.function
@@ -94,8 +103,7 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
       l1 = tf.nn.sparse_softmax_cross_entropy_with_logits(y1, model(x1, training=True))
       l2 = tf.nn.sparse_softmax_cross_entropy_with_logits(y2, model(x2, training=True))
       loss = probe_weight * tf.reduce_sum(w1 * l1) / tf.reduce_sum(w1) + tf.reduce_mean(l2)
-    grads = tape.gradient(loss, model.trainable_variables)
-    opt.apply_gradients(zip(grads, model.trainable_variables))
+    opt.apply_gradients(zip(tape.gradient(loss, train_vars), train_vars))
     return loss
 
   def agreement(x, y, w):
@@ -132,7 +140,7 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
   after = {"heldout_probe": agreement(px[ph], py[ph], pw[ph]),
            "train_probe": agreement(px[~ph], py[~ph], pw[~ph]),
            "heldout_anchor_agreement": anchor_keep[0]}
-  weights = {n: v.numpy() for n, v in zip(names, model.trainable_variables)}
+  weights = networks.actor_weights(actor, arch)
   spec = dict(base.spec)
   spec["fine_tuned_from"] = str(policy_dir)
   spec["probe_dirs"] = [str(d) for d in probe_dirs]

@@ -90,6 +90,7 @@ def widen_probes(src_dir, corpus_dir, problem_name: str, output, *, policy_dir=N
       m = shard["probe_module"] == i
       recs[name] = {k: shard[k][m] for k in ("positions", "margins", "probe_actions",
                                              "probe_sizes", "mismatch", "probe_features")}
+      recs[name]["probe_alternatives"] = rollouts.probe_alternatives(shard)[m]
       recs[name]["base_size"] = float(shard["base_size"][i])
   stats = {"modules": 0, "failed": 0, "probes": 0, "mismatch": 0}
   prog = Progress("widen", len(recs), stream=stream)
@@ -113,7 +114,8 @@ def widen_probes(src_dir, corpus_dir, problem_name: str, output, *, policy_dir=N
       mismatch = rec["mismatch"] | ~w["ok"]
       out.add({"module": name, "base_size": rec["base_size"], "decisions": w["decisions"],
                "positions": rec["positions"], "margins": rec["margins"],
-               "probe_actions": rec["probe_actions"], "probe_sizes": rec["probe_sizes"],
+               "probe_actions": rec["probe_actions"],
+               "probe_alternatives": rec["probe_alternatives"], "probe_sizes": rec["probe_sizes"],
                "mismatch": mismatch, "probe_features": w["rows"],
                "anchor_features": w["anchor_features"],
                "anchor_actions": np.zeros(len(w["anchor_features"]), np.int64),

@@ -1,18 +1,24 @@
-"""Counterfactual rollouts: per-call-site credit for a trained policy (inlining).
+"""Counterfactual rollouts: per-decision credit for a trained policy, measured.
 
-PPO credits every decision of a module with the module's one size change, so on a
-module with thousands of call sites the signal per decision is almost nothing. A
-rollout probe measures one decision directly: compile the module with the greedy
-policy (size S0), then compile it again answering decision number i the other way and
-letting the same policy decide everything after it (size Si). Si - S0 is the exact
-effect of that one choice, including everything it changes later (the compiler is
-deterministic: the first i observations are the same in both compiles, which is
-checked). Cost-sensitive imitation on these probes (AggreVaTe: roll in with the policy,
-try the other action, roll out with the policy) then moves the policy towards the
-better action where it matters, while cloning its own decisions everywhere else.
+PPO credits every decision of a key (a module for inlining, a function for eviction)
+with one score change, so where a key holds hundreds or thousands of decisions the
+signal per decision is almost nothing. A rollout probe measures one decision directly:
+compile the module with the greedy policy (score S0), then compile it again answering
+decision number i with the problem's alternative (`Problem.probe_alternative`: the other
+answer for inlining, the default-equivalent column where an eviction policy departs
+from it) and letting the same policy decide everything after it (score Si). Si - S0 is
+the exact effect of that one choice, including everything it changes later (the
+compiler is deterministic: the first i observations are the same in both compiles,
+which is checked). The score is the module's total under the problem's reward (.text
+bytes; the allocator's weighted spill cost). Cost-sensitive imitation on these probes
+(AggreVaTe: roll in with the policy, try the alternative, roll out with the policy) then
+moves the policy towards the better action where it matters, while cloning its own
+decisions everywhere else.
 
 This module collects the probes and stores them (ProbeStore); probe_widening re-records
-them with more features, probe_tuning fine-tunes a policy on them.
+them with more features, probe_tuning fine-tunes a policy on them. The store's
+`base_size` / `probe_sizes` are those module scores (the names are from when only
+.text sizes were probed).
 
   probe_corpus(...)   -> DIR/probes-NNNNN.npz shards + DIR/index.json (resumable)
 """
@@ -29,20 +35,24 @@ from mlgo.policy import policy_io
 
 
 class FlipPolicy:
-  """The greedy `policy`, except decision number `flip_at` gets the other action.
-  Remembers the raw observation it flipped on (for the determinism check)."""
+  """The greedy `policy`, except decision number `flip_at` (counted over the whole
+  compile) gets `alternative(observation, action)`. Remembers the raw observation it
+  flipped on (for the determinism check)."""
 
-  def __init__(self, policy, flip_at: int):
+  def __init__(self, policy, flip_at: int, alternative):
     self.policy = policy
     self.flip_at = flip_at
+    self.alternative = alternative
     self.i = 0
     self.flipped_on = None
 
   def act(self, observation):
     a = self.policy.act(observation)
     if self.i == self.flip_at:
-      a = np.int64(1 - int(a))
-      self.flipped_on = self.policy.raw_vector(observation)
+      alt = self.alternative(observation, a)
+      if alt is not None:
+        a = alt
+        self.flipped_on = self.policy.raw_vector(observation)
     self.i += 1
     return a
 
@@ -54,16 +64,17 @@ def module_rng(name: str, seed: int) -> np.random.Generator:
 
 
 def choose_positions(margins: np.ndarray, n_low: int, n_random: int,
-                     rng: np.random.Generator) -> np.ndarray:
+                     rng: np.random.Generator, eligible: np.ndarray | None = None) -> np.ndarray:
   """The `n_low` decisions the policy is least sure of (smallest |logit margin|) plus
-  `n_random` others drawn uniformly: most probes go where a flip is plausible, a few
-  check the confident ones."""
+  `n_random` others drawn uniformly, among the `eligible` ones (default: all): most
+  probes go where a flip is plausible, a few check the confident ones."""
   n = len(margins)
-  if n == 0:
+  cand = np.arange(n) if eligible is None else np.flatnonzero(eligible)
+  if len(cand) == 0:
     return np.zeros(0, np.int64)
-  order = np.argsort(np.abs(margins), kind="stable")
-  low = order[:min(n_low, n)]
-  rest = np.setdiff1d(np.arange(n), low)
+  order = cand[np.argsort(np.abs(margins[cand]), kind="stable")]
+  low = order[:min(n_low, len(cand))]
+  rest = np.setdiff1d(cand, low)
   rand = rng.choice(rest, size=min(n_random, len(rest)), replace=False) if len(rest) else []
   return np.sort(np.concatenate([low, np.asarray(rand, np.int64)])).astype(np.int64)
 
@@ -86,6 +97,10 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   where it did not): the measured flips then check the per-decision credit."""
   from mlgo import env, problems  # pylint: disable=import-outside-toplevel
   problem = problems.get_problem(spec["problem"])
+
+  def module_score(result):
+    return float(sum(problem.scores(module.name, result.reward).values()))
+
   policy = policy_io.Policy(spec, weights, greedy=True)
   t0 = time.monotonic()
   base = env.compile_module(module, problem, policy, llvm_version=llvm_version,
@@ -94,28 +109,44 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   if not base.ok:
     return {"failed": f"greedy compile: {base.reason}"}
   names = policy.input_names
-  traj = base.trajectories[0] if base.trajectories else None
-  n = len(traj.actions) if traj is not None else 0
+  # Every decision of the compile in order: one trajectory per function (eviction) or
+  # one for the module (inlining); FlipPolicy counts decisions the same way.
+  trajs = [t for t in base.trajectories if len(t.actions)]
+  n = sum(len(t.actions) for t in trajs)
   # Raw rows as float64: exact for the int64 counts, and holds float features (IR2Vec).
-  feats = (np.concatenate([np.asarray(traj.features[f], np.float64).reshape(n, -1)
-                           for f in names], axis=1)
+  feats = (np.concatenate([np.concatenate([np.asarray(t.features[f], np.float64).reshape(
+      len(t.actions), -1) for f in names], axis=1) for t in trajs])
            if n else np.zeros((0, sum(policy.sizes)), np.float64))
-  actions = np.asarray(traj.actions, np.int64).reshape(-1) if n else np.zeros(0, np.int64)
+  actions = (np.concatenate([np.asarray(t.actions, np.int64).reshape(-1) for t in trajs])
+             if n else np.zeros(0, np.int64))
+  # The alternative at each decision (-1: the problem tries none there).
+  alts = np.full(n, -1, np.int64)
+  j = 0
+  for t in trajs:
+    for i in range(len(t.actions)):
+      alt = problem.probe_alternative({f: t.features[f][i] for f in names}, t.actions[i])
+      alts[j] = -1 if alt is None else int(np.asarray(alt).reshape(-1)[0])
+      j += 1
+  eligible = alts >= 0
   rng = module_rng(module.name, seed)
-  k = probe_budget(n, max_probes)
+  k = probe_budget(int(eligible.sum()), max_probes)
   n_rand = int(round(k * random_fraction))
   margins = np.zeros(n)
   if n:
     lg = policy.arch.dist_params(policy.normalizer.encode_scalar_rows(feats))["logits"]
-    margins = lg[:, 1] - lg[:, 0]
-  pos = choose_positions(margins, k - n_rand, n_rand, rng)
+    if lg.shape[1] == 2:
+      margins = lg[:, 1] - lg[:, 0]   # inlining: signed, > 0 leans to inline
+    else:                            # how far the policy's choice leads the alternative
+      r = np.arange(n)
+      margins = np.where(eligible, lg[r, actions] - lg[r, np.maximum(alts, 0)], np.inf)
+  pos = choose_positions(margins, k - n_rand, n_rand, rng, eligible)
   sizes = np.full(len(pos), np.nan)
   mismatch = np.zeros(len(pos), bool)
   failures = []
   # A flip can make the compile slower (more inlining); allow generous time.
   flip_timeout = min(timeout, max(60.0, 6 * base_seconds))
   for j, p in enumerate(pos):
-    fp = FlipPolicy(policy, int(p))
+    fp = FlipPolicy(policy, int(p), problem.probe_alternative)
     r = env.compile_module(module, problem, fp, llvm_version=llvm_version,
                            timeout=flip_timeout)
     if not r.ok:
@@ -125,7 +156,7 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
         np.asarray(fp.flipped_on, np.float64), feats[p]):
       mismatch[j] = True  # the roll-in diverged: this probe measures nothing
       continue
-    sizes[j] = float(r.reward["text_size"])
+    sizes[j] = module_score(r)
   take = rng.choice(n, size=min(anchors, n), replace=False) if n else np.zeros(0, np.int64)
   predicted = np.full(len(pos), np.nan)
   deltas = (base.annotations or {}).get("decision_delta")
@@ -133,9 +164,10 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
     d = np.asarray(deltas[0], np.float64)[pos]
     predicted = np.where(actions[pos] == 1, -d, np.nan)
   return {"probe_predicted": predicted,"module": module.name, "language": getattr(module, "language", ""),
-          "base_size": float(base.reward["text_size"]), "decisions": n,
+          "base_size": module_score(base), "decisions": n,
           "base_seconds": base_seconds, "positions": pos, "margins": margins[pos],
-          "probe_features": feats[pos], "probe_actions": actions[pos], "probe_sizes": sizes,
+          "probe_features": feats[pos], "probe_actions": actions[pos],
+          "probe_alternatives": alts[pos], "probe_sizes": sizes,
           "mismatch": mismatch, "anchor_features": feats[take], "anchor_actions": actions[take],
           "failures": failures}
 
@@ -162,6 +194,14 @@ def credit_agreement(store) -> dict:
           "credit_spearman": round(model_lib.spearman(pred, real), 3),
           "credit_sign": round(float(np.mean(np.sign(pred[moved]) == np.sign(real[moved])))
                                if moved.any() else float("nan"), 3)}
+
+
+def probe_alternatives(shard) -> np.ndarray:
+  """The action each probe of a stored shard tried; stores written before eviction
+  probes existed hold inlining flips only: the other answer."""
+  if "probe_alternatives" in shard:
+    return shard["probe_alternatives"]
+  return 1 - shard["probe_actions"]
 
 
 class ProbeStore:
@@ -193,7 +233,8 @@ class ProbeStore:
       return
     name = f"probes-{len(self.index['shards']):05d}.npz"
     arrays, owner = {}, []
-    for key in ("positions", "margins", "probe_actions", "probe_sizes", "mismatch"):
+    for key in ("positions", "margins", "probe_actions", "probe_alternatives", "probe_sizes",
+                "mismatch"):
       arrays[key] = np.concatenate([r[key] for r in self.pending])
     arrays["probe_predicted"] = np.concatenate(
         [r.get("probe_predicted", np.full(len(r["positions"]), np.nan)) for r in self.pending])
@@ -243,19 +284,20 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   greedy policy of `policy_dir`. Failed or hung compiles are skipped and counted.
   credit_model: an IR2Native model dir; the probes then also measure how well its
   per-decision credit predicts each flip (stats "credit_spearman", "credit_sign")."""
-  from mlgo import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
+  from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
+  from mlgo.env import work  # pylint: disable=import-outside-toplevel
   from mlgo.util.progress import Progress  # pylint: disable=import-outside-toplevel
   from mlgo.workers import make_pool  # pylint: disable=import-outside-toplevel
-  corpus = corpus_lib.load_corpus(corpus_dir)
   policy = policy_io.load_policy(policy_dir)
-  if not policy.problem.startswith("inlining"):
-    raise ValueError(f"{policy_dir}: rollout probes support the inlining problems, "
-                     f"not {policy.problem!r}")
+  if problems_lib.get_problem(policy.problem).probe_alternative is None:
+    raise ValueError(f"{policy_dir}: problem {policy.problem!r} has no rollout probes "
+                     f"(no alternative action to try; mlgo.problems.base.Problem)")
+  # llc problems compile the corpus' prepared (optimized-once) modules.
+  corpus = work.corpus_for(corpus_dir, policy.problem, jobs=jobs or 2, stream=stream)
   store = ProbeStore(output, policy.input_names, policy_dir)
   annotator = None
   if credit_model:
     from mlgo import credit  # pylint: disable=import-outside-toplevel
-    from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
     annotator = credit.make_annotator("ir2native", credit_model,
                                       problems_lib.get_problem(policy.problem))
   modules = corpus.split(split) if split != "all" else list(corpus.modules)

@@ -1,6 +1,6 @@
-"""Rollout probes on a tiny real corpus with the shipped inlining policy: each probe is
-reproducible, a broken module is skipped and counted, reruns resume, and fine-tuning
-on the probes moves the policy to the better action."""
+"""Rollout probes on tiny real corpora with the shipped inlining and eviction policies:
+each probe is reproducible, a broken module is skipped and counted, reruns resume, and
+fine-tuning on the probes moves the policy to the better action."""
 import json
 import pathlib
 import shutil
@@ -16,6 +16,8 @@ from mlgo.policy import policy_io
 from mlgo.util import cli
 
 PROGRAMS = sorted((pathlib.Path(__file__).parent / "programs").glob("*.c*"))
+REGALLOC_PROGRAMS = sorted(
+    (pathlib.Path(__file__).resolve().parents[1] / "env" / "regalloc_programs").glob("*.c"))
 
 
 def _shipped_policy(name="inlining_oz"):
@@ -59,7 +61,8 @@ def test_probe_and_train(tiny_corpus, tmp_path):
   name = str(shard["module_names"][shard["probe_module"][j]])
   module = next(m for m in corpus_lib.load_corpus(tiny_corpus).modules if m.name == name)
   pol = policy_io.load_policy(policy_dir)
-  fp = rollouts.FlipPolicy(pol, int(shard["positions"][j]))
+  fp = rollouts.FlipPolicy(pol, int(shard["positions"][j]),
+                          problems.get_problem("inlining").probe_alternative)
   r = env.compile_module(module, problems.get_problem("inlining"), fp)
   assert r.ok and r.reward["text_size"] == shard["probe_sizes"][j]
   assert int(r.trajectories[0].actions[fp.flip_at]) == 1 - int(shard["probe_actions"][j])
@@ -79,6 +82,56 @@ def test_probe_and_train(tiny_corpus, tmp_path):
   pred = tuned.decide_batch({n: x[:, i:i + 1] for i, n in enumerate(tuned.input_names)})
   assert (pred == data["probe_y"]).mean() == pytest.approx(m["after"]["train_probe"][0])
   assert json.loads((tmp_path / "tuned" / "policy.json").read_text())["fine_tuned_from"]
+
+
+def test_eviction_probes_try_the_default_rule(tmp_path):
+  """An eviction probe answers one decision where the policy left the default-equivalent
+  column with that column, and measures the module's weighted spill cost."""
+  from mlgo.env import prepared  # pylint: disable=import-outside-toplevel
+  from mlgo.problems import regalloc  # pylint: disable=import-outside-toplevel
+  corpus = testing.make_tiny_corpus(tmp_path / "corpus", REGALLOC_PROGRAMS, opt="O2",
+                                    variants=2)
+  prep = prepared.prepare(corpus, out_root=tmp_path / "prepared")
+  policy_dir = _shipped_policy("regalloc_eviction")
+  out = tmp_path / "probes"
+  s = rollouts.probe_corpus(prep, policy_dir, out, split="all", max_probes=8, anchors=100,
+                            jobs=2)
+  assert s["modules"] == len(prep.modules) and s["failed"] == 0 and s["mismatch"] == 0
+  assert s["probes"] == s["better"] + s["worse"] + s["same"] > 0
+  assert s["better"] + s["worse"] > 0          # some departures from the rule matter
+  pol = policy_io.load_policy(policy_dir)
+  problem = problems.get_problem("regalloc_eviction")
+  shard = next(rollouts.ProbeStore(out).shards())
+  x, alt, act = shard["probe_features"], shard["probe_alternatives"], shard["probe_actions"]
+  cut = np.cumsum([0] + pol.sizes)
+  for i in range(len(alt)):
+    obs = {n: x[i, cut[k]:cut[k + 1]] for k, n in enumerate(pol.input_names)}
+    assert alt[i] == regalloc.eviction_default(obs) != act[i]
+  # One probe that changed the cost, reproduced from scratch: the same module total,
+  # and the flipped decision (counted over all functions) took the rule's column.
+  d = shard["probe_sizes"] - shard["base_size"][shard["probe_module"]]
+  j = int(np.flatnonzero(np.isfinite(d) & (d != 0))[0])
+  name = str(shard["module_names"][shard["probe_module"][j]])
+  module = next(m for m in prep.modules if m.name == name)
+  fp = rollouts.FlipPolicy(pol, int(shard["positions"][j]), problem.probe_alternative)
+  r = env.compile_module(module, problem, fp)
+  assert r.ok and r.reward["total"] == pytest.approx(shard["probe_sizes"][j])
+  taken = np.concatenate([t.actions.reshape(-1) for t in r.trajectories])
+  assert taken[fp.flip_at] == alt[j]
+  # Fine-tuning the column scorer moves it to the better column of the probes.
+  m = probe_tuning.train_on_probes(policy_dir, [out], tmp_path / "tuned", epochs=80,
+                                   learning_rate=3e-3, heldout_fraction=0.0)
+  assert m["after"]["train_probe"][0] >= 0.9 > m["before"]["train_probe"][0]
+  tuned = policy_io.load_policy(tmp_path / "tuned")
+  assert tuned.spec["architecture"] == pol.spec["architecture"]
+  # Priority has no alternative action to try: a clear error, nothing written.
+  feats = {"li_size": np.arange(1, 9, dtype=np.int64).reshape(-1, 1),
+           "stage": np.zeros((8, 1), np.int64), "weight": np.ones((8, 1), np.float32)}
+  spec, w, _ = testing.fitted_spec("regalloc_priority", feats)
+  policy_io.write_policy_dir(tmp_path / "prio", spec, w, saved_model=False)
+  with pytest.raises(ValueError, match="prio: problem 'regalloc_priority' has no rollout"):
+    rollouts.probe_corpus(prep, tmp_path / "prio", tmp_path / "p3", split="all")
+  assert not (tmp_path / "p3").exists()
 
 
 def test_broken_module_is_skipped_and_counted(tiny_corpus, tmp_path):
