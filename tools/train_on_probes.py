@@ -1,4 +1,4 @@
-"""Fine-tunes an inlining policy on rollout probes (from //tools:probe_decisions).
+"""Fine-tunes a policy on rollout probes (from //tools:probe_decisions).
 
   bazel run //tools:train_on_probes -- --policy=DIR --probes=DIR[,DIR...] --output=DIR
 Pushes the policy towards the better action of every probe whose flip changed the
@@ -25,6 +25,10 @@ def main(argv=None):
   ap.add_argument("--weight_unit", type=float, default=0.001,
                   help="relative size change that counts as weight 1")
   ap.add_argument("--weight_cap", type=float, default=4.0)
+  ap.add_argument("--anchor_targets", default="greedy", choices=["greedy", "distribution"],
+                  help="what keeps the policy in place on anchor states: its greedy "
+                  "decisions as hard labels, or its whole action distribution (moves "
+                  "only where the probes say so)")
   ap.add_argument("--seed", type=int, default=0)
   workers.add_flags(ap)
   a = ap.parse_args(argv)
@@ -36,7 +40,7 @@ def main(argv=None):
                                    learning_rate=a.learning_rate,
                                    probe_weight=a.probe_weight,
                                    weight_unit=a.weight_unit, weight_cap=a.weight_cap,
-                                   seed=a.seed)
+                                   seed=a.seed, anchor_targets=a.anchor_targets)
   print(f"heldout_probe_agreement={m['after']['heldout_probe'][0]:.4f} "
         f"(before {m['before']['heldout_probe'][0]:.4f})")
   return 0

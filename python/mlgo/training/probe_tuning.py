@@ -62,11 +62,20 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
                     learning_rate: float = 3e-4, probe_weight: float = 1.0,
                     batch_size: int = 256, weight_unit: float = 0.001,
                     weight_cap: float = 4.0, heldout_fraction: float = 0.1, seed: int = 0,
-                    stream=sys.stderr) -> dict:
+                    anchor_targets: str = "greedy", stream=sys.stderr) -> dict:
   """Fine-tunes the policy of `policy_dir`: cross-entropy towards the better action of
   each probe (weighted by how much it matters) plus cross-entropy towards the policy's
   own decisions on the anchor states (so it changes where probes say so, not elsewhere).
-  Reports agreement with the probe labels on modules held out of this fine-tuning."""
+  Reports agreement with the probe labels on modules held out of this fine-tuning.
+
+  anchor_targets: "greedy" (the policy's greedy decision as a hard label; the inlining
+  models were tuned so) or "distribution" (its whole action distribution). Hard labels
+  also sharpen the policy, and where its top two are close that flips decisions no probe
+  asked about; against its own distribution the anchor term is at its minimum where the
+  policy starts, so only the probes move it."""
+  if anchor_targets not in ("greedy", "distribution"):
+    raise ValueError(f"anchor_targets must be 'greedy' or 'distribution', not "
+                     f"{anchor_targets!r}")
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from mlgo.training import networks  # pylint: disable=import-outside-toplevel
   base = policy_io.load_policy(policy_dir)
@@ -92,8 +101,28 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
   networks.set_actor_weights(actor, arch, base.arch.w)
   train_vars = actor.trainable_variables
 
-  def model(x, training=False):
-    return actor(x, step_type=None, network_state=(), training=training)[0].logits_parameter()
+  def model(x, training=False, net=actor):
+    return net(x, step_type=None, network_state=(), training=training)[0].logits_parameter()
+
+  if anchor_targets == "distribution":
+    # The starting policy, frozen, run on the same batch through the same kernels. The
+    # cross-entropy's gradient on the logits is softmax(z) - target; written out with
+    # one softmax op for both it is exactly zero until the weights move. (The fused
+    # cross-entropy op leaves ~1e-8 there, and Adam turns such noise into full steps.)
+    frozen = networks.make_actor(arch, tf.TensorSpec([px.shape[1]], tf.float32))
+    frozen.create_variables()
+    networks.set_actor_weights(frozen, arch, base.arch.w)
+
+    def anchor_loss(x2, y2):
+      del y2
+      target = tf.stop_gradient(tf.nn.softmax(model(x2, net=frozen)))
+      z = model(x2, training=True)
+      ce = tf.nn.softmax_cross_entropy_with_logits(target, z)   # the value reported
+      surrogate = tf.reduce_sum(tf.stop_gradient(tf.nn.softmax(z) - target) * z, axis=-1)
+      return tf.stop_gradient(ce) + surrogate - tf.stop_gradient(surrogate)
+  else:
+    def anchor_loss(x2, y2):
+      return tf.nn.sparse_softmax_cross_entropy_with_logits(y2, model(x2, training=True))
 
   opt = tf.keras.optimizers.Adam(learning_rate)
 
@@ -101,7 +130,7 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
   def step(x1, y1, w1, x2, y2):
     with tf.GradientTape() as tape:
       l1 = tf.nn.sparse_softmax_cross_entropy_with_logits(y1, model(x1, training=True))
-      l2 = tf.nn.sparse_softmax_cross_entropy_with_logits(y2, model(x2, training=True))
+      l2 = anchor_loss(x2, y2)
       loss = probe_weight * tf.reduce_sum(w1 * l1) / tf.reduce_sum(w1) + tf.reduce_mean(l2)
     opt.apply_gradients(zip(tape.gradient(loss, train_vars), train_vars))
     return loss
@@ -148,6 +177,7 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
   metrics = {"before": before, "after": after, "probes": int(len(py)),
              "heldout_probes": int(ph.sum()), "anchors": int(len(ay)), "epochs": epochs,
              "learning_rate": learning_rate, "probe_weight": probe_weight,
+             "anchor_targets": anchor_targets,
              "weight_unit": weight_unit, "weight_cap": weight_cap}
   with open(pathlib.Path(out) / "probe_metrics.json", "w") as f:
     json.dump(metrics, f, indent=1)

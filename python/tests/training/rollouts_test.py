@@ -124,6 +124,19 @@ def test_eviction_probes_try_the_default_rule(tmp_path):
   assert m["after"]["train_probe"][0] >= 0.9 > m["before"]["train_probe"][0]
   tuned = policy_io.load_policy(tmp_path / "tuned")
   assert tuned.spec["architecture"] == pol.spec["architecture"]
+  # Held in place by its own distribution and told nothing by the probes, the policy
+  # decides every anchor state as before (hard greedy labels would sharpen it instead).
+  m0 = probe_tuning.train_on_probes(policy_dir, [out], tmp_path / "still", epochs=20,
+                                    learning_rate=3e-3, probe_weight=0.0,
+                                    heldout_fraction=0.0, anchor_targets="distribution")
+  assert m0["anchors"] > 100 and m0["anchor_targets"] == "distribution"
+  still = policy_io.load_policy(tmp_path / "still")
+  ax = probe_tuning.load_probe_data([out], pol.input_names)["anchor_x"]
+  enc = pol.normalizer.encode_scalar_rows(ax)
+  assert np.array_equal(still.arch.greedy(still.arch.dist_params(enc)),
+                        pol.arch.greedy(pol.arch.dist_params(enc)))
+  with pytest.raises(ValueError, match="anchor_targets"):
+    probe_tuning.train_on_probes(policy_dir, [out], tmp_path / "x", anchor_targets="soft")
   # Priority has no alternative action to try: a clear error, nothing written.
   feats = {"li_size": np.arange(1, 9, dtype=np.int64).reshape(-1, 1),
            "stage": np.zeros((8, 1), np.int64), "weight": np.ones((8, 1), np.float32)}
