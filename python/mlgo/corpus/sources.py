@@ -23,8 +23,12 @@ EXTRA_PACKAGES = ("re2", "double-conversion", "woff2", "tinyxml", "taglib", "exp
 # Never used in training, probing or selection, by any problem: what a user's own code
 # looks like to a shipped policy. Two C++ (pugixml, libebml) and four C packages.
 UNSEEN_PACKAGES = ("pugixml", "libebml", "libdeflate", "xxhash", "utf8proc", "cmark")
+# A second unseen set (2026-11-27), four of its six packages C++: nothing has trained,
+# probed or selected with it. So far it has judged two probe-tuned eviction policies
+# against the shipped one, once (README, "Rollout probes for eviction").
+FRESH_PACKAGES = ("lmdb", "opus", "simdjson", "graphite2", "soundtouch", "hunspell")
 PACKAGE_SETS = {"default": DEFAULT_PACKAGES, "extra": EXTRA_PACKAGES,
-                "unseen": UNSEEN_PACKAGES}
+                "unseen": UNSEEN_PACKAGES, "fresh": FRESH_PACKAGES}
 
 
 class BuildError(RuntimeError):
