@@ -29,6 +29,9 @@ def main(argv=None):
                   help="what keeps the policy in place on anchor states: its greedy "
                   "decisions as hard labels, or its whole action distribution (moves "
                   "only where the probes say so)")
+  ap.add_argument("--weighting", default="module", choices=["module", "key"],
+                  help="a probe's weight: its change relative to the module's score, or "
+                  "to its own key's (eviction: the function's cost)")
   ap.add_argument("--seed", type=int, default=0)
   workers.add_flags(ap)
   a = ap.parse_args(argv)
@@ -40,7 +43,8 @@ def main(argv=None):
                                    learning_rate=a.learning_rate,
                                    probe_weight=a.probe_weight,
                                    weight_unit=a.weight_unit, weight_cap=a.weight_cap,
-                                   seed=a.seed, anchor_targets=a.anchor_targets)
+                                   seed=a.seed, anchor_targets=a.anchor_targets,
+                                   weighting=a.weighting)
   print(f"heldout_probe_agreement={m['after']['heldout_probe'][0]:.4f} "
         f"(before {m['before']['heldout_probe'][0]:.4f})")
   return 0

@@ -24,12 +24,19 @@ def heldout_module(name: str, fraction: float) -> bool:
 
 
 def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
-                    weight_cap: float = 4.0, heldout_fraction: float = 0.1):
+                    weight_cap: float = 4.0, heldout_fraction: float = 0.1,
+                    weighting: str = "module"):
   """Labelled probes + anchor states from one or more probe dirs.
 
   A probe whose alternative lowered the module's score is labelled with the alternative,
   one that raised it with the policy's action; ties are dropped. Weight: the relative
-  size change in units of `weight_unit`, clipped to [0.25, weight_cap]."""
+  change in units of `weight_unit`, clipped to [0.25, weight_cap]; relative to the
+  module's score (weighting "module") or to that of the probed decision's own key
+  (weighting "key": for eviction the function, whose cost is the only one a flip
+  changes; a hot function then weighs no more than any other, as in the per-function
+  reward). Stores from before key scores were recorded only allow "module"."""
+  if weighting not in ("module", "key"):
+    raise ValueError(f"weighting must be 'module' or 'key', not {weighting!r}")
   px, py, pw, ph, ax, ah = [], [], [], [], [], []
   for d in probe_dirs:
     store = rollouts.ProbeStore(d)
@@ -38,8 +45,14 @@ def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
     for s in store.shards():
       names = s["module_names"]
       held_mod = np.array([heldout_module(str(n), heldout_fraction) for n in names], bool)
-      base = s["base_size"][s["probe_module"]]
-      delta = s["probe_sizes"] - base
+      if weighting == "key":
+        if "probe_key_base" not in s:
+          raise ValueError(f"{d}: probes without per-key scores (recorded before they "
+                           f"were); use weighting 'module' or probe again")
+        base, delta = s["probe_key_base"], s["probe_key_scores"] - s["probe_key_base"]
+      else:
+        base = s["base_size"][s["probe_module"]]
+        delta = s["probe_sizes"] - base
       ok = np.isfinite(delta) & (delta != 0) & ~s["mismatch"]
       a = s["probe_actions"]
       label = np.where(delta < 0, rollouts.probe_alternatives(s), a)
@@ -62,7 +75,8 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
                     learning_rate: float = 3e-4, probe_weight: float = 1.0,
                     batch_size: int = 256, weight_unit: float = 0.001,
                     weight_cap: float = 4.0, heldout_fraction: float = 0.1, seed: int = 0,
-                    anchor_targets: str = "greedy", stream=sys.stderr) -> dict:
+                    anchor_targets: str = "greedy", weighting: str = "module",
+                    stream=sys.stderr) -> dict:
   """Fine-tunes the policy of `policy_dir`: cross-entropy towards the better action of
   each probe (weighted by how much it matters) plus cross-entropy towards the policy's
   own decisions on the anchor states (so it changes where probes say so, not elsewhere).
@@ -84,7 +98,7 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
     raise ValueError(f"{policy_dir}: probes fine-tune categorical policies only, not "
                      f"{arch['type']!r}")
   data = load_probe_data(probe_dirs, base.input_names, weight_unit, weight_cap,
-                         heldout_fraction)
+                         heldout_fraction, weighting)
   if len(data["probe_y"]) == 0:
     raise ValueError(f"{', '.join(map(str, probe_dirs))}: no probe changed a module's size; "
                      f"nothing to learn from")
@@ -177,7 +191,7 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
   metrics = {"before": before, "after": after, "probes": int(len(py)),
              "heldout_probes": int(ph.sum()), "anchors": int(len(ay)), "epochs": epochs,
              "learning_rate": learning_rate, "probe_weight": probe_weight,
-             "anchor_targets": anchor_targets,
+             "anchor_targets": anchor_targets, "weighting": weighting,
              "weight_unit": weight_unit, "weight_cap": weight_cap}
   with open(pathlib.Path(out) / "probe_metrics.json", "w") as f:
     json.dump(metrics, f, indent=1)

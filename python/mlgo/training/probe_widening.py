@@ -91,6 +91,9 @@ def widen_probes(src_dir, corpus_dir, problem_name: str, output, *, policy_dir=N
       recs[name] = {k: shard[k][m] for k in ("positions", "margins", "probe_actions",
                                              "probe_sizes", "mismatch", "probe_features")}
       recs[name]["probe_alternatives"] = rollouts.probe_alternatives(shard)[m]
+      for k in ("probe_key_base", "probe_key_scores"):
+        if k in shard:
+          recs[name][k] = shard[k][m]
       recs[name]["base_size"] = float(shard["base_size"][i])
   stats = {"modules": 0, "failed": 0, "probes": 0, "mismatch": 0}
   prog = Progress("widen", len(recs), stream=stream)
@@ -119,7 +122,8 @@ def widen_probes(src_dir, corpus_dir, problem_name: str, output, *, policy_dir=N
                "mismatch": mismatch, "probe_features": w["rows"],
                "anchor_features": w["anchor_features"],
                "anchor_actions": np.zeros(len(w["anchor_features"]), np.int64),
-               "failures": []})
+               "failures": [],
+               **{k: rec[k] for k in ("probe_key_base", "probe_key_scores") if k in rec}})
       stats["modules"] += 1
       stats["probes"] += len(mismatch)
       stats["mismatch"] += int((~w["ok"]).sum())

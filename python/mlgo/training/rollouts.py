@@ -101,6 +101,11 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   def module_score(result):
     return float(sum(problem.scores(module.name, result.reward).values()))
 
+  def key_score(result, key):
+    """The score of one key (eviction: one function) of a compile."""
+    return float(problem.scores(module.name, result.reward).get(
+        key, problem.missing_score if problem.missing_score is not None else np.nan))
+
   policy = policy_io.Policy(spec, weights, greedy=True)
   t0 = time.monotonic()
   base = env.compile_module(module, problem, policy, llvm_version=llvm_version,
@@ -121,8 +126,10 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
              if n else np.zeros(0, np.int64))
   # The alternative at each decision (-1: the problem tries none there).
   alts = np.full(n, -1, np.int64)
+  keys = []    # the key (module, or module::function) each decision is credited to
   j = 0
   for t in trajs:
+    keys += [problem.trajectory_key(module.name, t)] * len(t.actions)
     for i in range(len(t.actions)):
       alt = problem.probe_alternative({f: t.features[f][i] for f in names}, t.actions[i])
       alts[j] = -1 if alt is None else int(np.asarray(alt).reshape(-1)[0])
@@ -141,6 +148,8 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
       margins = np.where(eligible, lg[r, actions] - lg[r, np.maximum(alts, 0)], np.inf)
   pos = choose_positions(margins, k - n_rand, n_rand, rng, eligible)
   sizes = np.full(len(pos), np.nan)
+  key_base = np.array([key_score(base, keys[p]) for p in pos], np.float64)
+  key_scores = np.full(len(pos), np.nan)
   mismatch = np.zeros(len(pos), bool)
   failures = []
   # A flip can make the compile slower (more inlining); allow generous time.
@@ -157,6 +166,7 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
       mismatch[j] = True  # the roll-in diverged: this probe measures nothing
       continue
     sizes[j] = module_score(r)
+    key_scores[j] = key_score(r, keys[p])
   take = rng.choice(n, size=min(anchors, n), replace=False) if n else np.zeros(0, np.int64)
   predicted = np.full(len(pos), np.nan)
   deltas = (base.annotations or {}).get("decision_delta")
@@ -168,6 +178,7 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
           "base_seconds": base_seconds, "positions": pos, "margins": margins[pos],
           "probe_features": feats[pos], "probe_actions": actions[pos],
           "probe_alternatives": alts[pos], "probe_sizes": sizes,
+          "probe_key_base": key_base, "probe_key_scores": key_scores,
           "mismatch": mismatch, "anchor_features": feats[take], "anchor_actions": actions[take],
           "failures": failures}
 
@@ -236,8 +247,9 @@ class ProbeStore:
     for key in ("positions", "margins", "probe_actions", "probe_alternatives", "probe_sizes",
                 "mismatch"):
       arrays[key] = np.concatenate([r[key] for r in self.pending])
-    arrays["probe_predicted"] = np.concatenate(
-        [r.get("probe_predicted", np.full(len(r["positions"]), np.nan)) for r in self.pending])
+    for key in ("probe_predicted", "probe_key_base", "probe_key_scores"):
+      arrays[key] = np.concatenate(
+          [r.get(key, np.full(len(r["positions"]), np.nan)) for r in self.pending])
     arrays["probe_features"] = np.concatenate([r["probe_features"] for r in self.pending])
     arrays["anchor_features"] = np.concatenate([r["anchor_features"] for r in self.pending])
     arrays["anchor_actions"] = np.concatenate([r["anchor_actions"] for r in self.pending])

@@ -118,6 +118,21 @@ def test_eviction_probes_try_the_default_rule(tmp_path):
   assert r.ok and r.reward["total"] == pytest.approx(shard["probe_sizes"][j])
   taken = np.concatenate([t.actions.reshape(-1) for t in r.trajectories])
   assert taken[fp.flip_at] == alt[j]
+  # A flip changes only its own function's allocation: the module's change is that
+  # function's change, which the probe records as its key's scores.
+  ends = np.cumsum([len(t.actions) for t in r.trajectories])
+  fn = r.trajectories[int(np.searchsorted(ends, fp.flip_at, side="right"))].context
+  assert shard["probe_key_scores"][j] == pytest.approx(r.reward["functions"][fn])
+  ok = np.isfinite(d)
+  key_delta = shard["probe_key_scores"] - shard["probe_key_base"]
+  assert np.allclose(key_delta[ok], d[ok], rtol=1e-9, atol=1e-6)
+  by_key = probe_tuning.load_probe_data([out], pol.input_names, weighting="key")
+  by_module = probe_tuning.load_probe_data([out], pol.input_names)
+  assert np.array_equal(by_key["probe_y"], by_module["probe_y"])
+  assert (by_key["probe_w"] >= by_module["probe_w"]).all()   # a function is <= its module
+  used = ok & (d != 0) & ~shard["mismatch"]
+  rel = np.abs(key_delta[used]) / np.maximum(shard["probe_key_base"][used], 1.0)
+  assert np.allclose(by_key["probe_w"], np.clip(rel / 0.001, 0.25, 4.0))
   # Fine-tuning the column scorer moves it to the better column of the probes.
   m = probe_tuning.train_on_probes(policy_dir, [out], tmp_path / "tuned", epochs=80,
                                    learning_rate=3e-3, heldout_fraction=0.0)
