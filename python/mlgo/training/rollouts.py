@@ -98,13 +98,12 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   from mlgo import env, problems  # pylint: disable=import-outside-toplevel
   problem = problems.get_problem(spec["problem"])
 
-  def module_score(result):
-    return float(sum(problem.scores(module.name, result.reward).values()))
+  missing = problem.missing_score if problem.missing_score is not None else np.nan
 
-  def key_score(result, key):
-    """The score of one key (eviction: one function) of a compile."""
-    return float(problem.scores(module.name, result.reward).get(
-        key, problem.missing_score if problem.missing_score is not None else np.nan))
+  def scored(result):
+    """(the module's total score, {key: score}) of a compile."""
+    per_key = problem.scores(module.name, result.reward)
+    return float(sum(per_key.values())), per_key
 
   policy = policy_io.Policy(spec, weights, greedy=True)
   t0 = time.monotonic()
@@ -148,7 +147,8 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
       margins = np.where(eligible, lg[r, actions] - lg[r, np.maximum(alts, 0)], np.inf)
   pos = choose_positions(margins, k - n_rand, n_rand, rng, eligible)
   sizes = np.full(len(pos), np.nan)
-  key_base = np.array([key_score(base, keys[p]) for p in pos], np.float64)
+  base_total, base_keys = scored(base)
+  key_base = np.array([base_keys.get(keys[p], missing) for p in pos], np.float64)
   key_scores = np.full(len(pos), np.nan)
   mismatch = np.zeros(len(pos), bool)
   failures = []
@@ -165,8 +165,8 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
         np.asarray(fp.flipped_on, np.float64), feats[p]):
       mismatch[j] = True  # the roll-in diverged: this probe measures nothing
       continue
-    sizes[j] = module_score(r)
-    key_scores[j] = key_score(r, keys[p])
+    sizes[j], per_key = scored(r)
+    key_scores[j] = per_key.get(keys[p], missing)
   take = rng.choice(n, size=min(anchors, n), replace=False) if n else np.zeros(0, np.int64)
   predicted = np.full(len(pos), np.nan)
   deltas = (base.annotations or {}).get("decision_delta")
@@ -174,7 +174,7 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
     d = np.asarray(deltas[0], np.float64)[pos]
     predicted = np.where(actions[pos] == 1, -d, np.nan)
   return {"probe_predicted": predicted,"module": module.name, "language": getattr(module, "language", ""),
-          "base_size": module_score(base), "decisions": n,
+          "base_size": base_total, "decisions": n,
           "base_seconds": base_seconds, "positions": pos, "margins": margins[pos],
           "probe_features": feats[pos], "probe_actions": actions[pos],
           "probe_alternatives": alts[pos], "probe_sizes": sizes,
