@@ -137,9 +137,7 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   categorical = networks.is_categorical(arch)
 
   tf.random.set_seed(seed)
-  actor = networks.make_actor(arch, tf.TensorSpec([input_dim], tf.float32))
-  actor.create_variables()
-  networks.set_actor_weights(actor, arch, w0)
+  actor = networks.actor_with_weights(arch, input_dim, w0)
   train_vars = [v for v in actor.trainable_variables if "std" not in v.name]
   opt = tf.keras.optimizers.Adam(learning_rate)
 

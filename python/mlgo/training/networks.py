@@ -114,6 +114,16 @@ def set_actor_weights(actor, arch: dict, weights: dict):
     v.assign(weights[k])
 
 
+def actor_with_weights(arch: dict, input_dim: int, weights: dict):
+  """The actor of `arch` for encoded observations of width `input_dim`, holding
+  `weights` (policy dir names): what BC and probe fine-tuning start from."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  actor = make_actor(arch, tf.TensorSpec([input_dim], tf.float32))
+  actor.create_variables()
+  set_actor_weights(actor, arch, weights)
+  return actor
+
+
 def zero_value_network(observation_spec):
   """A value network that predicts 0, for PPO without a learned baseline (the rewards
   are already relative to a per-key baseline)."""

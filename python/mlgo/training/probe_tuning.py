@@ -110,9 +110,7 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
   anchor_y = base.arch.greedy(base.arch.dist_params(ax)).astype(np.int64)
   ph, ah = data["probe_held"], data["anchor_held"]
   tf.random.set_seed(seed)
-  actor = networks.make_actor(arch, tf.TensorSpec([px.shape[1]], tf.float32))
-  actor.create_variables()
-  networks.set_actor_weights(actor, arch, base.arch.w)
+  actor = networks.actor_with_weights(arch, px.shape[1], base.arch.w)
   train_vars = actor.trainable_variables
 
   def model(x, training=False, net=actor):
@@ -123,9 +121,7 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
     # cross-entropy's gradient on the logits is softmax(z) - target; written out with
     # one softmax op for both it is exactly zero until the weights move. (The fused
     # cross-entropy op leaves ~1e-8 there, and Adam turns such noise into full steps.)
-    frozen = networks.make_actor(arch, tf.TensorSpec([px.shape[1]], tf.float32))
-    frozen.create_variables()
-    networks.set_actor_weights(frozen, arch, base.arch.w)
+    frozen = networks.actor_with_weights(arch, px.shape[1], base.arch.w)
 
     def anchor_loss(x2, y2):
       del y2
