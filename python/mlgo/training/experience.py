@@ -5,7 +5,8 @@ credited to every decision of that key; loss weights (per decision, module or sq
 (default score + d) ** score_weighting_power); an optional extra penalty for keys more
 than 1% worse than the default (regression_penalty); seeded subsampling per compile and
 per batch; with a credit (cfg.credit, mlgo.credit) each decision's reward also gets
--credit_weight * (its estimated score change) / (the key's default score). Kept apart
+-credit_weight * (its estimated score change) / (the key's default score), and the key's
+shared reward is weighted by cfg.module_reward_weight (0: the credit alone). Kept apart
 from the trainer: this is where a problem's reward becomes training
 signal, the trainer only moves batches through tf-agents.
 """
@@ -81,7 +82,7 @@ def make_experience(problem, cfg, st, encoder, spec, rng, results, weights):
       a = arch.train_actions(np.asarray(t.actions)[keep])
       m = len(keep)
       acts.append(a.reshape(m) if a.size == m else a.reshape(m, -1))
-      r = np.full(m, rew[k], np.float32)
+      r = np.full(m, rew[k] * getattr(cfg, "module_reward_weight", 1.0), np.float32)
       if deltas is not None and len(deltas[ti]) == n:
         d0 = st["default_scores"].get(k, scores[k])
         r -= (cfg.credit_weight * np.asarray(deltas[ti], np.float64)[keep] /

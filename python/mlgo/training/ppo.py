@@ -81,7 +81,10 @@ class PPOConfig:
     loses this times its excess over 1.01 x default from its reward (0: none).
   credit / credit_model / credit_weight: per-decision credit (mlgo.credit; "" = none):
     each decision's reward also gets credit_weight * -(its estimated score change) /
-    (the key's default score), e.g. "ir2native" with an `ir2native train` model dir.
+    (the key's default score), e.g. "ir2native" with an `ir2native train` model dir, or
+    "function_size" (measured per-function sizes; needs samples_per_module >= 2).
+  module_reward_weight: weight of the key's shared reward in each decision's reward
+    (1: the usual; 0 with a credit: each decision gets its credit alone).
   """
 
   def __init__(self, modules_per_iteration: int = 32, num_iterations: int = 100,
@@ -102,7 +105,8 @@ class PPOConfig:
                validation_regression_weight: float = 0.0, regression_penalty: float = 0.0,
                trace_max_decisions_per_module: int = 0,
                batch_advantage_normalization: bool = False, credit: str = "",
-               credit_model: str = "", credit_weight: float = 1.0):
+               credit_model: str = "", credit_weight: float = 1.0,
+               module_reward_weight: float = 1.0):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
   def to_json(self):
@@ -125,6 +129,9 @@ class Trainer:
     # Built before any compile: a bad credit setting fails here, naming what is wrong.
     self.annotator = credit_lib.make_annotator(self.cfg.credit, self.cfg.credit_model,
                                                self.problem)
+    if self.cfg.credit == "function_size" and self.cfg.samples_per_module < 2:
+      raise ValueError("PPOConfig.credit='function_size' compares the compiles of one "
+                       "module in an iteration: set PPOConfig.samples_per_module >= 2")
     self.train_modules = self.corpus.split("train") or list(self.corpus.modules)
     if not self.train_modules:
       raise ValueError(f"{corpus_dir}: corpus has no modules")
@@ -309,6 +316,7 @@ class Trainer:
 
   def make_experience(self, results, weights):
     """Per-decision arrays of one iteration (mlgo.training.experience)."""
+    credit_lib.complete_batch(self.annotator, results)
     return experience.make_experience(self.problem, self.cfg, self.state, self.encoder,
                                       self.spec, self.rng, results, weights)
 
