@@ -35,6 +35,10 @@ def main(argv=None):
   ap.add_argument("--credit_model", help="an IR2Native model dir (inlining_ir2vec "
                   "policies): also measure how well its per-decision credit predicts "
                   "each flip (credit_spearman, credit_sign in the last line)")
+  ap.add_argument("--credit", choices=["ir2native", "function_size"], default="ir2native",
+                  help="which credit to measure: ir2native (needs --credit_model) or "
+                  "function_size (measured per-function sizes, no model; every flip is "
+                  "compiled with remarks)")
   workers.add_flags(ap)
   a = ap.parse_args(argv)
   workers.apply_flags(a)
@@ -49,7 +53,7 @@ def main(argv=None):
                             max_modules=a.max_modules, jobs=a.jobs, timeout=a.timeout,
                             seed=a.seed,
                             credit_model=str(user_path(a.credit_model)) if a.credit_model
-                            else None)
+                            else None, credit_kind=a.credit)
   return 0 if s["modules"] or not s["failed"] else 1
 
 

@@ -94,7 +94,10 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   (or {"failed": reason} when the greedy compile itself fails). With a credit annotator
   (mlgo.credit), each probe also gets the credit's predicted size change of its flip
   (`probe_predicted`: minus the decision's delta where the greedy compile inlined, NaN
-  where it did not): the measured flips then check the per-decision credit."""
+  where it did not): the measured flips then check the per-decision credit. A credit
+  that compares compiles of one module (function_size: it has `complete`) annotates each
+  flip too, and its prediction is the flipped decision's credit in the pair (flip,
+  greedy compile): what the flip did to its caller and its callee's survival."""
   from mlgo import env, problems  # pylint: disable=import-outside-toplevel
   problem = problems.get_problem(spec["problem"])
 
@@ -154,10 +157,12 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   failures = []
   # A flip can make the compile slower (more inlining); allow generous time.
   flip_timeout = min(timeout, max(60.0, 6 * base_seconds))
+  pair_credit = annotator is not None and hasattr(annotator, "complete")
+  predicted = np.full(len(pos), np.nan)
   for j, p in enumerate(pos):
     fp = FlipPolicy(policy, int(p), problem.probe_alternative)
     r = env.compile_module(module, problem, fp, llvm_version=llvm_version,
-                           timeout=flip_timeout)
+                           timeout=flip_timeout, annotator=annotator if pair_credit else None)
     if not r.ok:
       failures.append(f"flip {int(p)}: {str(r.reason)[:160]}")
       continue
@@ -167,9 +172,10 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
       continue
     sizes[j], per_key = scored(r)
     key_scores[j] = per_key.get(keys[p], missing)
+    if pair_credit:
+      predicted[j] = _pair_delta(annotator, r, base, int(p))
   take = rng.choice(n, size=min(anchors, n), replace=False) if n else np.zeros(0, np.int64)
-  predicted = np.full(len(pos), np.nan)
-  deltas = (base.annotations or {}).get("decision_delta")
+  deltas = None if pair_credit else (base.annotations or {}).get("decision_delta")
   if deltas and len(deltas[0]) == n:
     d = np.asarray(deltas[0], np.float64)[pos]
     predicted = np.where(actions[pos] == 1, -d, np.nan)
@@ -181,6 +187,20 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
           "probe_key_base": key_base, "probe_key_scores": key_scores,
           "mismatch": mismatch, "anchor_features": feats[take], "anchor_actions": actions[take],
           "failures": failures}
+
+
+def _pair_delta(annotator, flipped, base, position: int) -> float:
+  """The credit of decision `position` of `flipped`, compared with `base` alone (NaN if
+  either compile's annotations are unusable)."""
+  import types  # pylint: disable=import-outside-toplevel
+  pair = [types.SimpleNamespace(module_name=x.module_name,
+                                annotations=dict(x.annotations or {}))
+          for x in (flipped, base)]
+  annotator.complete(pair)
+  d = pair[0].annotations.get("decision_delta")
+  if not d or position >= len(d[0]):
+    return float("nan")
+  return float(d[0][position])
 
 
 def credit_agreement(store) -> dict:
@@ -291,11 +311,14 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
                  max_probes: int = 16, random_fraction: float = 0.25, anchors: int = 200,
                  max_modules: int | None = None, jobs: int | None = None,
                  timeout: float = 300.0, seed: int = 0, pool: str | None = None,
-                 credit_model: str | None = None, stream=sys.stderr) -> dict:
+                 credit_model: str | None = None, credit_kind: str = "ir2native",
+                 stream=sys.stderr) -> dict:
   """Probes every module of `split` (or a seeded sample of `max_modules`) with the
   greedy policy of `policy_dir`. Failed or hung compiles are skipped and counted.
   credit_model: an IR2Native model dir; the probes then also measure how well its
-  per-decision credit predicts each flip (stats "credit_spearman", "credit_sign")."""
+  per-decision credit predicts each flip (stats "credit_spearman", "credit_sign").
+  credit_kind="function_size" (no model) measures the measured per-function credit the
+  same way."""
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
   from mlgo.env import work  # pylint: disable=import-outside-toplevel
   from mlgo.util.progress import Progress  # pylint: disable=import-outside-toplevel
@@ -308,9 +331,9 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   corpus = work.corpus_for(corpus_dir, policy.problem, jobs=jobs or 2, stream=stream)
   store = ProbeStore(output, policy.input_names, policy_dir)
   annotator = None
-  if credit_model:
+  if credit_model or credit_kind == "function_size":
     from mlgo import credit  # pylint: disable=import-outside-toplevel
-    annotator = credit.make_annotator("ir2native", credit_model,
+    annotator = credit.make_annotator(credit_kind, credit_model or "",
                                       problems_lib.get_problem(policy.problem))
   modules = corpus.split(split) if split != "all" else list(corpus.modules)
   if not modules:

@@ -138,3 +138,21 @@ def test_bad_settings_fail_before_any_compile(corpus, tmp_path):
   from mlgo import problems
   with pytest.raises(ValueError, match="not an inlining problem"):
     credit.make_annotator("function_size", "", problems.get_problem("regalloc_eviction"))
+
+
+def test_probes_measure_the_function_size_credit(corpus, tmp_path):
+  """Rollout probes with the measured credit: every flip is compiled with remarks, and
+  each probe's prediction is what the flip did to its caller (and its callee's
+  survival); in these small modules that is most of the measured module change."""
+  from mlgo.training import rollouts
+  stats = rollouts.probe_corpus(corpus.path, testing.data_path("models/inlining_oz"),
+                                tmp_path / "probes", max_probes=40, jobs=1,
+                                credit_kind="function_size")
+  assert stats["modules"] == 2 and stats["failed"] == 0
+  (sh,) = list(rollouts.ProbeStore(tmp_path / "probes").shards())
+  ok = np.isfinite(sh["probe_sizes"])
+  assert ok.sum() > 5 and np.isfinite(sh["probe_predicted"][ok]).all()
+  measured = sh["probe_sizes"][ok] - sh["base_size"][sh["probe_module"]][ok]
+  pred = sh["probe_predicted"][ok]
+  assert stats["credit_probes"] == int(ok.sum())
+  assert np.mean(pred == measured) >= 0.5 and stats["credit_spearman"] > 0.3
