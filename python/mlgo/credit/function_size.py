@@ -13,10 +13,10 @@ of compile s, callee E into caller C, is credited
 in bytes. The first term is C's own code as all of its decisions (and its callees'
 inlined bodies) left it, so a decision is no longer charged for what happened in the
 rest of the module. The presence term charges keeping or deleting E: where this compile
-deleted E and others kept it, every inlining of E here gets -mean size of E in the others
+deleted E and others kept it, the inlinings of E here share -mean size of E in the others
 times (the share of other compiles that kept E); where this compile kept E and others
-deleted it, the refusals to inline E get the same size, positive. A function every
-compile kept (or none) has no presence term.
+deleted it, the refusals to inline E share (1 - that share) times E's size, positive. A
+function every compile kept (or none) has no presence term.
 
 The per-decision figures are only known once every compile of the module in the
 iteration is back: the worker's annotator reads names and sizes, and `complete` (run by
@@ -92,10 +92,16 @@ def decision_deltas(own: dict, others: list, callers, callees, inlined) -> np.nd
       presence[fn] = -share * float(np.mean(kept))
     elif fn in own and share < 1.0:      # kept here, deleted elsewhere
       presence[fn] = (1.0 - share) * own[fn]
+  # The decisions a presence change is charged to: the inlinings of a deleted callee,
+  # the refusals of a kept one; they share it, so a callee deleted after k inlinings
+  # counts its size once, not k times (k times would make every one of k callers' growth
+  # look free and reward inlining multi-site callees).
+  charged = [(p < 0 and inl) or (p > 0 and not inl)
+             for e, inl in zip(callees, inlined) for p in (presence.get(e, 0.0),)]
+  shares = collections.Counter(e for e, ch in zip(callees, charged) if ch)
   out = np.zeros(len(callers), np.float64)
-  for i, (c, e, inl) in enumerate(zip(callers, callees, inlined)):
+  for i, (c, e) in enumerate(zip(callers, callees)):
     out[i] = caller_term.get(c, 0.0)
-    p = presence.get(e, 0.0)
-    if (p < 0 and inl) or (p > 0 and not inl):
-      out[i] += p
+    if charged[i]:
+      out[i] += presence[e] / shares[e]
   return out.astype(np.float32)

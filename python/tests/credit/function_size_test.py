@@ -23,9 +23,9 @@ def test_caller_and_presence_terms():
   callees = ["g", "g", "f", "h"]
   inlined = [True, True, False, False]
   d = function_size.decision_deltas(own, others, callers, callees, inlined)
-  # f: 40 - mean(40, 44) = -2, plus g's deletion (-30: every other compile kept g),
-  # which only the decisions that inlined g get.
-  np.testing.assert_allclose(d, [-2 - 30, 15 - 30, 15, 15])
+  # f: 40 - mean(40, 44) = -2; g's deletion (-30: every other compile kept g) is shared
+  # by the two decisions that inlined g, so it counts once.
+  np.testing.assert_allclose(d, [-2 - 15, 15 - 15, 15, 15])
   # Kept here, deleted in half the others: the refusals to inline it pay half its size.
   d = function_size.decision_deltas({"main": 50, "g": 20}, [{"main": 70}, {"main": 48, "g": 20}],
                                     ["main", "main"], ["g", "g"], [False, True])
@@ -92,10 +92,13 @@ def test_a_flipped_decision_is_credited_with_its_callers_change(corpus):
     caller, callee, name = flip.annotations["raw"][at]
     did_inline = name.startswith("InliningSuccess")
     expect = fs.get(caller, 0) - bs[caller] if caller in fs and caller in bs else 0.0
+    # The callee's deletion (or survival) is shared by the decisions that made it.
+    same_callee = [(n_.startswith("InliningSuccess"), e_ == callee)
+                   for _, e_, n_ in flip.annotations["raw"]]
     if callee not in fs and callee in bs and did_inline:
-      expect -= bs[callee]
+      expect -= bs[callee] / sum(1 for inl, same in same_callee if inl and same)
     if callee in fs and callee not in bs and not did_inline:
-      expect += fs[callee]
+      expect += fs[callee] / sum(1 for inl, same in same_callee if not inl and same)
     assert delta[at] == pytest.approx(expect), (at, caller, callee)
     # Decisions of functions whose size did not move get nothing.
     for i, (c, e, _) in enumerate(flip.annotations["raw"]):
