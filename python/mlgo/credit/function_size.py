@@ -16,7 +16,8 @@ rest of the module. The presence term charges keeping or deleting E: where this 
 deleted E and others kept it, the inlinings of E here share -mean size of E in the others
 times (the share of other compiles that kept E); where this compile kept E and others
 deleted it, the refusals to inline E share (1 - that share) times E's size, positive. A
-function every compile kept (or none) has no presence term.
+function every compile kept (or none) has no presence term. Decisions of a caller that
+has no measured change (deleted in this compile, or in every other one) get nothing.
 
 The per-decision figures are only known once every compile of the module in the
 iteration is back: the worker's annotator reads names and sizes, and `complete` (run by
@@ -96,8 +97,13 @@ def decision_deltas(own: dict, others: list, callers, callees, inlined) -> np.nd
   # the refusals of a kept one; they share it, so a callee deleted after k inlinings
   # counts its size once, not k times (k times would make every one of k callers' growth
   # look free and reward inlining multi-site callees).
-  charged = [(p < 0 and inl) or (p > 0 and not inl)
-             for e, inl in zip(callees, inlined) for p in (presence.get(e, 0.0),)]
+  # Only decisions whose caller has a measured change take part: a caller this compile
+  # deleted (inlined into its own callers) has no size of its own here, and charging
+  # its decisions only the deletions they caused would make its growth free (PPO then
+  # inlined everything into static helpers: libsodium's siphash +98%).
+  charged = [c in caller_term and ((p < 0 and inl) or (p > 0 and not inl))
+             for c, e, inl in zip(callers, callees, inlined)
+             for p in (presence.get(e, 0.0),)]
   shares = collections.Counter(e for e, ch in zip(callees, charged) if ch)
   out = np.zeros(len(callers), np.float64)
   for i, (c, e) in enumerate(zip(callers, callees)):

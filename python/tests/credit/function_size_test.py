@@ -30,6 +30,11 @@ def test_caller_and_presence_terms():
   d = function_size.decision_deltas({"main": 50, "g": 20}, [{"main": 70}, {"main": 48, "g": 20}],
                                     ["main", "main"], ["g", "g"], [False, True])
   np.testing.assert_allclose(d, [(50 - 59) + 10, 50 - 59])
+  # A caller deleted here has no measured change: its decisions get nothing, not even
+  # the deletion of the callee they inlined.
+  d = function_size.decision_deltas({"main": 90}, [{"main": 80, "h": 12, "g": 30}],
+                                    ["h", "main"], ["g", "h"], [True, True])
+  np.testing.assert_allclose(d, [0, 10 - 12])
   # Nothing to compare with: no caller term; a function no compile kept: no presence term.
   d = function_size.decision_deltas({"main": 50}, [{}], ["main", "x"], ["y", "y"], [True, False])
   np.testing.assert_allclose(d, [0, 0])
@@ -92,9 +97,13 @@ def test_a_flipped_decision_is_credited_with_its_callers_change(corpus):
     caller, callee, name = flip.annotations["raw"][at]
     did_inline = name.startswith("InliningSuccess")
     expect = fs.get(caller, 0) - bs[caller] if caller in fs and caller in bs else 0.0
+    known = {c for c, _, _ in flip.annotations["raw"] if c in fs and c in bs}
     # The callee's deletion (or survival) is shared by the decisions that made it.
-    same_callee = [(n_.startswith("InliningSuccess"), e_ == callee)
-                   for _, e_, n_ in flip.annotations["raw"]]
+    same_callee = [(n_.startswith("InliningSuccess"), e_ == callee and c_ in known)
+                   for c_, e_, n_ in flip.annotations["raw"]]
+    if caller not in known:
+      assert delta[at] == 0
+      continue
     if callee not in fs and callee in bs and did_inline:
       expect -= bs[callee] / sum(1 for inl, same in same_callee if inl and same)
     if callee in fs and callee not in bs and not did_inline:
