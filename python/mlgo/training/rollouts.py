@@ -205,7 +205,7 @@ def _pair_delta(annotator, flipped, base, position: int) -> float:
 
 def credit_agreement(store) -> dict:
   """How well the credit's predicted flip effects match the measured ones, over the
-  probes of inlined decisions: Spearman rank correlation and how often the sign agrees
+  probes with a prediction (ir2native: inlined decisions; function_size: all): Spearman rank correlation and how often the sign agrees
   (among probes that changed the size)."""
   from mlgo.ir2native import model as model_lib  # pylint: disable=import-outside-toplevel
   pred, real = [], []
