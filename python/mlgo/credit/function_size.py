@@ -26,11 +26,9 @@ shared experience builder uses like any credit. A module compiled once in an ite
 gets no credit (counted as credit_missing).
 """
 import collections
-import os
 
 import numpy as np
 
-from mlgo.env import inline_remarks
 from mlgo.ir2native import states as states_lib
 from mlgo.util import toolchain
 
@@ -53,7 +51,7 @@ class Annotator:
     sizes = toolchain.function_sizes(outputs["object"])
     names = []
     if trajectories:
-      remarks = inline_remarks.parse(os.path.join(outputs["tmpdir"], states_lib.REMARKS_FILE))
+      remarks = states_lib.compile_remarks(outputs)
       for t in trajectories:
         ds = states_lib.decisions_from_remarks(remarks, len(t.actions), "credit")
         names.append(([d.caller for d in ds], [d.callee for d in ds],

@@ -47,11 +47,16 @@ def annotator_flags(tmpdir) -> list:
   return inline_remarks.clang_flags(os.path.join(tmpdir, REMARKS_FILE))
 
 
+def compile_remarks(outputs: dict) -> list:
+  """The parsed inline remarks of a compile made with annotator_flags."""
+  return inline_remarks.parse(os.path.join(outputs["tmpdir"], REMARKS_FILE))
+
+
 def streams(outputs: dict, trajectories, where: str = "") -> list:
   """One Stream per trajectory of a compile made with annotator_flags."""
   if not trajectories:
     return []
-  remarks = inline_remarks.parse(os.path.join(outputs["tmpdir"], REMARKS_FILE))
+  remarks = compile_remarks(outputs)
   return [Stream.of(t.features, t.actions, remarks, where) for t in trajectories]
 
 
