@@ -39,6 +39,11 @@ def main(argv=None):
                   help="which credit to measure: ir2native (needs --credit_model) or "
                   "function_size (measured per-function sizes, no model; every flip is "
                   "compiled with remarks)")
+  ap.add_argument("--flips_per_compile", type=int, default=1,
+                  help="with --credit=function_size: up to this many flips (in different "
+                  "functions) share one compile, each credited by its own caller's and "
+                  "callee's measured size (mlgo.training.multi_flip); K times fewer "
+                  "compiles, at the credit's error")
   workers.add_flags(ap)
   a = ap.parse_args(argv)
   workers.apply_flags(a)
@@ -53,7 +58,8 @@ def main(argv=None):
                             max_modules=a.max_modules, jobs=a.jobs, timeout=a.timeout,
                             seed=a.seed,
                             credit_model=str(user_path(a.credit_model)) if a.credit_model
-                            else None, credit_kind=a.credit)
+                            else None, credit_kind=a.credit,
+                            flips_per_compile=a.flips_per_compile)
   return 0 if s["modules"] or not s["failed"] else 1
 
 

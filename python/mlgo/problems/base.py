@@ -66,6 +66,9 @@ class Problem:
     probe_alternative(obs, action)  the action a rollout probe (mlgo.training.rollouts)
                                tries instead of the policy's at one decision, or None
                                where it tries none; problems without it cannot be probed.
+    probe_volatile             features that any decision elsewhere in the module changes
+                               (module-wide counts); several flips in one compile find
+                               their call sites again without them (training.multi_flip).
   """
   name: str
   tool: str                                # "clang" | "llc"
@@ -104,6 +107,7 @@ class Problem:
   variant_of: Optional[str] = None                # same decisions; more features or
                                                   # another reward
   probe_alternative: Optional[Callable[[dict, Any], Any]] = None
+  probe_volatile: Sequence[str] = ()
 
   @property
   def feature_names(self) -> list[str]:

@@ -155,4 +155,6 @@ def make_problem(with_ir2vec: bool = False) -> Problem:
       exploration_fn=exploration_prob,
       score_name="text",
       probe_alternative=other_decision,
+      # The call graph's size: every inline or deleted function elsewhere changes it.
+      probe_volatile=("node_count", "edge_count"),
   )

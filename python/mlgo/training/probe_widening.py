@@ -88,6 +88,11 @@ def widen_probes(src_dir, corpus_dir, problem_name: str, output, *, policy_dir=N
       if name in out.index["done"]:
         continue
       m = shard["probe_module"] == i
+      if "probe_attributed" in shard and shard["probe_attributed"][m].any():
+        # Their states are the flipped compiles', which a greedy replay does not see.
+        raise ValueError(f"{src_dir}: module {name} has probes of several flips a "
+                         f"compile (probe_attributed); widening replays the greedy "
+                         f"compile only: probe the wider policy instead")
       recs[name] = {k: shard[k][m] for k in ("positions", "margins", "probe_actions",
                                              "probe_sizes", "mismatch", "probe_features")}
       recs[name]["probe_alternatives"] = rollouts.probe_alternatives(shard)[m]

@@ -32,6 +32,7 @@ import time
 import numpy as np
 
 from mlgo.policy import policy_io
+from mlgo.training import multi_flip
 
 
 class FlipPolicy:
@@ -79,17 +80,19 @@ def choose_positions(margins: np.ndarray, n_low: int, n_random: int,
   return np.sort(np.concatenate([low, np.asarray(rand, np.int64)])).astype(np.int64)
 
 
-def probe_budget(decisions: int, max_probes: int) -> int:
+def probe_budget(decisions: int, max_probes: int, per_compile: int = 1) -> int:
   """Probes for a module of `decisions` call sites: every one of a small module, about
-  sqrt(n)/2 of a large one (its compile is slow, but it holds most of the bytes)."""
+  sqrt(n)/2 compiles' worth of a large one (its compile is slow, but it holds most of
+  the bytes); with several flips a compile, that many times more probes."""
   if decisions <= 0:
     return 0
-  return int(min(decisions, max_probes, max(4, math.ceil(math.sqrt(decisions) / 2))))
+  return int(min(decisions, max_probes,
+                 max(4, math.ceil(per_compile * math.sqrt(decisions) / 2))))
 
 
 def probe_module(module, spec: dict, weights: dict, max_probes: int, random_fraction: float,
                  anchors: int, llvm_version: int, timeout: float, seed: int,
-                 annotator=None):
+                 annotator=None, flips_per_compile: int = 1):
   """Runs in a worker: one greedy compile and its flip probes. Returns a dict of arrays
   (or {"failed": reason} when the greedy compile itself fails). With a credit annotator
   (mlgo.credit), each probe also gets the credit's predicted size change of its flip
@@ -97,7 +100,10 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   where it did not): the measured flips then check the per-decision credit. A credit
   that compares compiles of one module (function_size: it has `complete`) annotates each
   flip too, and its prediction is the flipped decision's credit in the pair (flip,
-  greedy compile): what the flip did to its caller and its callee's survival."""
+  greedy compile): what the flip did to its caller and its callee's survival.
+  flips_per_compile > 1 (function_size credit only): up to that many flips share a
+  compile (mlgo.training.multi_flip) and each probe's score change is its credit
+  (`probe_attributed`), not the module's measured change."""
   from mlgo import env, problems  # pylint: disable=import-outside-toplevel
   problem = problems.get_problem(spec["problem"])
 
@@ -138,7 +144,7 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
       j += 1
   eligible = alts >= 0
   rng = module_rng(module.name, seed)
-  k = probe_budget(int(eligible.sum()), max_probes)
+  k = probe_budget(int(eligible.sum()), max_probes, flips_per_compile)
   n_rand = int(round(k * random_fraction))
   margins = np.zeros(n)
   if n:
@@ -158,8 +164,43 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   # A flip can make the compile slower (more inlining); allow generous time.
   flip_timeout = min(timeout, max(60.0, 6 * base_seconds))
   pair_credit = annotator is not None and hasattr(annotator, "complete")
+  if flips_per_compile > 1 and not pair_credit:
+    raise ValueError("several flips a compile need the function_size credit")
   predicted = np.full(len(pos), np.nan)
-  for j, p in enumerate(pos):
+  feats_flipped = feats[pos].copy()
+  attributed = np.zeros(len(pos), bool)
+  groups_measured = []
+  if flips_per_compile > 1:
+    # Several flips a compile, each credited by its own functions (multi_flip).
+    greedy_names = multi_flip.decision_names(base)
+    keep = multi_flip.keep_columns(policy.input_names, policy.sizes,
+                                   set(problem.probe_volatile))
+    for group in multi_flip.group_positions(pos, *greedy_names, flips_per_compile):
+      mp = multi_flip.MultiFlipPolicy(policy, group, feats, actions,
+                                      problem.probe_alternative, keep)
+      r = env.compile_module(module, problem, mp, llvm_version=llvm_version,
+                             timeout=flip_timeout, annotator=annotator)
+      if not r.ok:
+        failures.append(f"flips {group}: {str(r.reason)[:160]}")
+        continue
+      deltas = _pair_deltas(annotator, r, base)
+      flipped_names = multi_flip.decision_names(r)
+      credited = 0.0
+      for p in group:
+        j = int(np.searchsorted(pos, p))
+        hit = mp.flipped.get(p)
+        if (hit is None or deltas is None or
+            not multi_flip.check_site(flipped_names, hit[0], greedy_names, p)):
+          mismatch[j] = True
+          continue
+        attributed[j] = True
+        predicted[j] = float(deltas[hit[0]])
+        credited += predicted[j]
+        sizes[j] = base_total + predicted[j]
+        key_scores[j] = key_base[j] + predicted[j]
+        feats_flipped[j] = hit[1]
+      groups_measured.append((credited, scored(r)[0] - base_total, len(mp.flipped)))
+  for j, p in enumerate(pos if flips_per_compile == 1 else ()):
     fp = FlipPolicy(policy, int(p), problem.probe_alternative)
     r = env.compile_module(module, problem, fp, llvm_version=llvm_version,
                            timeout=flip_timeout, annotator=annotator if pair_credit else None)
@@ -173,7 +214,8 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
     sizes[j], per_key = scored(r)
     key_scores[j] = per_key.get(keys[p], missing)
     if pair_credit:
-      predicted[j] = _pair_delta(annotator, r, base, int(p))
+      d = _pair_deltas(annotator, r, base)
+      predicted[j] = float(d[int(p)]) if d is not None and int(p) < len(d) else np.nan
   take = rng.choice(n, size=min(anchors, n), replace=False) if n else np.zeros(0, np.int64)
   deltas = None if pair_credit else (base.annotations or {}).get("decision_delta")
   if deltas and len(deltas[0]) == n:
@@ -182,25 +224,26 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   return {"probe_predicted": predicted,"module": module.name, "language": getattr(module, "language", ""),
           "base_size": base_total, "decisions": n,
           "base_seconds": base_seconds, "positions": pos, "margins": margins[pos],
-          "probe_features": feats[pos], "probe_actions": actions[pos],
+          "probe_features": feats_flipped, "probe_actions": actions[pos],
+          "probe_attributed": attributed, "groups_measured": groups_measured,
           "probe_alternatives": alts[pos], "probe_sizes": sizes,
           "probe_key_base": key_base, "probe_key_scores": key_scores,
           "mismatch": mismatch, "anchor_features": feats[take], "anchor_actions": actions[take],
           "failures": failures}
 
 
-def _pair_delta(annotator, flipped, base, position: int) -> float:
-  """The credit of decision `position` of `flipped`, compared with `base` alone (NaN if
-  either compile's annotations are unusable)."""
+def _pair_deltas(annotator, flipped, base):
+  """The credit of every decision of `flipped` (its first trajectory), compared with
+  `base` alone (None if either compile's annotations are unusable)."""
   import types  # pylint: disable=import-outside-toplevel
   pair = [types.SimpleNamespace(module_name=x.module_name,
                                 annotations=dict(x.annotations or {}))
           for x in (flipped, base)]
   annotator.complete(pair)
   d = pair[0].annotations.get("decision_delta")
-  if not d or position >= len(d[0]):
-    return float("nan")
-  return float(d[0][position])
+  if not d:
+    return None
+  return np.concatenate([np.asarray(x, np.float64) for x in d])
 
 
 def credit_agreement(store) -> dict:
@@ -267,6 +310,10 @@ class ProbeStore:
     for key in ("positions", "margins", "probe_actions", "probe_alternatives", "probe_sizes",
                 "mismatch"):
       arrays[key] = np.concatenate([r[key] for r in self.pending])
+    # True: the probe's score change is its credit in a compile of several flips
+    # (multi_flip), not a measured module change.
+    arrays["probe_attributed"] = np.concatenate(
+        [r.get("probe_attributed", np.zeros(len(r["positions"]), bool)) for r in self.pending])
     for key in ("probe_predicted", "probe_key_base", "probe_key_scores"):
       arrays[key] = np.concatenate(
           [r.get(key, np.full(len(r["positions"]), np.nan)) for r in self.pending])
@@ -312,18 +359,25 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
                  max_modules: int | None = None, jobs: int | None = None,
                  timeout: float = 300.0, seed: int = 0, pool: str | None = None,
                  credit_model: str | None = None, credit_kind: str = "ir2native",
-                 stream=sys.stderr) -> dict:
+                 flips_per_compile: int = 1, stream=sys.stderr) -> dict:
   """Probes every module of `split` (or a seeded sample of `max_modules`) with the
   greedy policy of `policy_dir`. Failed or hung compiles are skipped and counted.
   credit_model: an IR2Native model dir; the probes then also measure how well its
   per-decision credit predicts each flip (stats "credit_spearman", "credit_sign").
   credit_kind="function_size" (no model) measures the measured per-function credit the
-  same way."""
+  same way. flips_per_compile > 1 (with credit_kind="function_size"): that many flips
+  share a compile, each credited by its own functions (mlgo.training.multi_flip); the
+  stats then compare the summed credits with each compile's measured change."""
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
   from mlgo.env import work  # pylint: disable=import-outside-toplevel
   from mlgo.util.progress import Progress  # pylint: disable=import-outside-toplevel
   from mlgo.workers import make_pool  # pylint: disable=import-outside-toplevel
   policy = policy_io.load_policy(policy_dir)
+  if flips_per_compile < 1:
+    raise ValueError(f"flips_per_compile must be at least 1, not {flips_per_compile}")
+  if flips_per_compile > 1 and credit_kind != "function_size":
+    raise ValueError("several flips a compile (flips_per_compile > 1) are credited by "
+                     "the function_size credit; pass credit_kind='function_size'")
   if problems_lib.get_problem(policy.problem).probe_alternative is None:
     raise ValueError(f"{policy_dir}: problem {policy.problem!r} has no rollout probes "
                      f"(no alternative action to try; mlgo.problems.base.Problem)")
@@ -350,11 +404,12 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   stats = {"modules": 0, "failed": 0, "unusable": len(getattr(corpus, "problems", [])),
            "probes": 0, "better": 0, "worse": 0, "same": 0, "mismatch": 0,
            "probe_failures": 0, "compiles": 0}
+  groups = []   # (summed credits, measured module change, flips) of multi-flip compiles
   t0 = time.monotonic()
   with make_pool(pool, jobs) as p:
     for m in todo:
       p.submit(probe_module, m, policy.spec, policy.arch.w, max_probes, random_fraction,
-               anchors, corpus.llvm_version, timeout, seed, annotator)
+               anchors, corpus.llvm_version, timeout, seed, annotator, flips_per_compile)
     for r in p.results():
       name = r.item[0].name
       if not r.ok or "failed" in (r.value or {}):
@@ -373,7 +428,9 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
       stats["same"] += int((d[ok] == 0).sum())
       stats["mismatch"] += int(rec["mismatch"].sum())
       stats["probe_failures"] += len(rec["failures"])
-      stats["compiles"] += 1 + len(rec["positions"])
+      groups += rec["groups_measured"]
+      stats["compiles"] += 1 + (len(rec["groups_measured"]) if flips_per_compile > 1
+                                else len(rec["positions"]))
       store.add(rec)
       if len(store.pending) >= 25:
         store.flush()
@@ -385,8 +442,10 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   store.save()  # the failures, also when nothing was left to flush
   prog.close()
   stats["seconds"] = time.monotonic() - t0
-  if annotator is not None:
+  if annotator is not None and flips_per_compile == 1:
     stats.update(credit_agreement(store))
+  if groups:
+    stats.update(multi_flip.group_agreement(groups))
   print("rollout probes: " + " ".join(f"{k}={v if isinstance(v, int) else round(v, 1)}"
                                       for k, v in stats.items()), file=stream)
   return stats

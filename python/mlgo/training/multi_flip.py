@@ -1,0 +1,123 @@
+"""Several rollout probes in one compile, each credited by its own function's size.
+
+A plain rollout probe (mlgo.training.rollouts) spends one compile on one decision: the
+module's size change is that decision's effect. With the measured per-function credit
+(mlgo.credit.function_size) a compile can carry several flips at once, as long as they
+touch different functions: each flip is credited with what happened to its own caller
+(and to its callee's survival) against the greedy compile, not with the module's total.
+K flips a compile make probing about K times cheaper; the credit's error is what it
+costs (`measure` in tools/probe_decisions prints both the summed credits and the
+measured module change of every compile, so the trade is visible).
+
+Which flips share a compile: decisions whose caller and callee are all different
+functions (names from the greedy compile's remarks), K at most.
+
+Finding a call site again: the first flip of a compile sees exactly the greedy roll-in.
+After it the compile diverges: decisions are added or dropped (an inlined body brings its
+own call sites), so a later call site's position moves, and module-wide counts
+(`Problem.probe_volatile`, e.g. the call graph's node and edge counts) change for every
+later observation. A later flip is therefore matched by its observation without those
+counts (the k-th occurrence of that vector, as in the greedy compile), and only where
+the policy still makes the greedy compile's choice there; afterwards the flipped
+compile's remarks must name the same caller and callee, or the probe counts as a
+mismatch (not trained on).
+"""
+import numpy as np
+
+
+class MultiFlipPolicy:
+  """The greedy `policy`, except at the call sites of `targets` (greedy positions), found
+  again by their observation without the `volatile` features, where it answers
+  `alternative(observation, action)`. `flipped` maps a target to (the position it was
+  flipped at in this compile, the raw observation there)."""
+
+  def __init__(self, policy, targets, greedy_rows, greedy_actions, alternative, keep_cols):
+    self.policy = policy
+    self.alternative = alternative
+    self.keep = keep_cols
+    self.want = {}
+    for p in targets:
+      self.want[match_key(greedy_rows, int(p), keep_cols)] = (int(p), int(greedy_actions[p]))
+    self.seen = {}
+    self.i = 0
+    self.flipped = {}
+
+  def act(self, observation):
+    a = self.policy.act(observation)
+    raw = self.policy.raw_vector(observation)
+    v = raw[self.keep].tobytes()
+    self.seen[v] = self.seen.get(v, 0) + 1
+    hit = self.want.get((v, self.seen[v]))
+    if hit is not None and hit[0] not in self.flipped and \
+        int(np.asarray(a).reshape(-1)[0]) == hit[1]:
+      alt = self.alternative(observation, a)
+      if alt is not None:
+        a = alt
+        self.flipped[hit[0]] = (self.i, raw)
+    self.i += 1
+    return a
+
+
+def match_key(rows: np.ndarray, p: int, keep_cols) -> tuple:
+  """(greedy row p without the volatile columns, its occurrence number among rows 0..p)."""
+  v = rows[p, keep_cols]
+  same = np.all(rows[:p + 1, keep_cols] == v, axis=1)
+  return v.tobytes(), int(same.sum())
+
+
+def keep_columns(input_names, sizes, volatile) -> np.ndarray:
+  """Columns of the policy's raw vector that are not volatile features."""
+  cols, at = [], 0
+  for n, s in zip(input_names, sizes):
+    if n not in volatile:
+      cols.extend(range(at, at + s))
+    at += s
+  return np.asarray(cols, np.int64)
+
+
+def group_positions(positions, callers, callees, per_compile: int) -> list:
+  """Positions in compiles of at most `per_compile`, no function shared between two
+  decisions of one compile (first fit, in position order)."""
+  groups, used = [], []
+  for p in sorted(int(x) for x in positions):
+    fns = {callers[p], callees[p]}
+    for g, u in zip(groups, used):
+      if len(g) < per_compile and not (fns & u):
+        g.append(p)
+        u |= fns
+        break
+    else:
+      groups.append([p])
+      used.append(set(fns))
+  return groups
+
+
+def decision_names(result) -> tuple:
+  """([caller], [callee]) of every decision of a compile, in the order the policy saw
+  them (over its trajectories that have decisions), from the function_size annotations."""
+  callers, callees = [], []
+  for t, (c, e, _) in zip(result.trajectories, result.annotations.get("decisions", [])):
+    if len(t.actions):
+      callers += list(c)
+      callees += list(e)
+  return callers, callees
+
+
+def check_site(flipped_names, at: int, greedy_names, p: int) -> bool:
+  """Whether decision `at` of the flipped compile is greedy decision `p`'s call site."""
+  fc, fe = flipped_names[0], flipped_names[1]
+  return at < len(fc) and fc[at] == greedy_names[0][p] and fe[at] == greedy_names[1][p]
+
+
+def group_agreement(groups) -> dict:
+  """How well the summed credits of each multi-flip compile match its measured module
+  change: `groups` holds (summed credits, measured change, flips made) per compile."""
+  from mlgo.ir2native import model as model_lib  # pylint: disable=import-outside-toplevel
+  g = np.asarray(groups, np.float64).reshape(-1, 3)
+  moved = g[:, 1] != 0
+  return {"multi_compiles": int(len(g)), "multi_flips": int(g[:, 2].sum()),
+          "multi_sum_credit": float(g[:, 0].sum()), "multi_sum_measured": float(g[:, 1].sum()),
+          "multi_spearman": round(model_lib.spearman(g[:, 0], g[:, 1]), 3) if len(g) > 2
+          else float("nan"),
+          "multi_sign": round(float(np.mean(np.sign(g[moved, 0]) == np.sign(g[moved, 1])))
+                              if moved.any() else float("nan"), 3)}
