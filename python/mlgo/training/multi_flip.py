@@ -22,6 +22,8 @@ the policy still makes the greedy compile's choice there; afterwards the flipped
 compile's remarks must name the same caller and callee, or the probe counts as a
 mismatch (not trained on).
 """
+import types
+
 import numpy as np
 
 
@@ -107,6 +109,57 @@ def check_site(flipped_names, at: int, greedy_names, p: int) -> bool:
   """Whether decision `at` of the flipped compile is greedy decision `p`'s call site."""
   fc, fe = flipped_names[0], flipped_names[1]
   return at < len(fc) and fc[at] == greedy_names[0][p] and fe[at] == greedy_names[1][p]
+
+
+def pair_deltas(annotator, flipped, base):
+  """The function_size credit of every decision of compile `flipped` (over its
+  trajectories), compared with compile `base` alone (None if either compile's
+  annotations are unusable)."""
+  pair = [types.SimpleNamespace(module_name=x.module_name,
+                                annotations=dict(x.annotations or {}))
+          for x in (flipped, base)]
+  annotator.complete(pair)
+  d = pair[0].annotations.get("decision_delta")
+  if not d:
+    return None
+  return np.concatenate([np.asarray(x, np.float64) for x in d])
+
+
+def probe_groups(module, problem, policy, base, pos, rows, actions, annotator,
+                 per_compile: int, module_change, failures: list, *, compile_kw: dict,
+                 out: dict) -> list:
+  """Runs in a probe worker after the greedy compile `base`: the probes at greedy
+  positions `pos` (sorted; raw observations `rows`, greedy `actions`), several a compile.
+  Fills, per probe, out["mismatch"] (not found again), out["attributed"] (credited),
+  out["predicted"] (its credit, bytes) and out["features"] (the observation it was
+  flipped on); appends failed compiles to `failures`. Returns (summed credits, the
+  compile's measured module change (`module_change(result)`), flips made) per compile."""
+  from mlgo import env  # pylint: disable=import-outside-toplevel
+  greedy_names = decision_names(base)
+  keep = keep_columns(policy.input_names, policy.sizes, set(problem.probe_volatile))
+  measured = []
+  for group in group_positions(pos, *greedy_names, per_compile):
+    mp = MultiFlipPolicy(policy, group, rows, actions, problem.probe_alternative, keep)
+    r = env.compile_module(module, problem, mp, annotator=annotator, **compile_kw)
+    if not r.ok:
+      failures.append(f"flips {group}: {str(r.reason)[:160]}")
+      continue
+    deltas = pair_deltas(annotator, r, base)
+    flipped_names = decision_names(r)
+    credited = 0.0
+    for p in group:
+      j = int(np.searchsorted(pos, p))
+      hit = mp.flipped.get(p)
+      if (hit is None or deltas is None or
+          not check_site(flipped_names, hit[0], greedy_names, p)):
+        out["mismatch"][j] = True
+        continue
+      out["attributed"][j] = True
+      out["predicted"][j] = float(deltas[hit[0]])
+      out["features"][j] = hit[1]
+      credited += out["predicted"][j]
+    measured.append((credited, module_change(r), len(mp.flipped)))
+  return measured
 
 
 def group_agreement(groups) -> dict:

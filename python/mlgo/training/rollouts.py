@@ -15,7 +15,8 @@ bytes; the allocator's weighted spill cost). Cost-sensitive imitation on these p
 moves the policy towards the better action where it matters, while cloning its own
 decisions everywhere else.
 
-This module collects the probes and stores them (ProbeStore); probe_widening re-records
+This module collects the probes and stores them (probe_store); multi_flip puts several
+probes in one compile (inlining, credited per function), probe_widening re-records
 them with more features, probe_tuning fine-tunes a policy on them. The store's
 `base_size` / `probe_sizes` are those module scores (the names are from when only
 .text sizes were probed).
@@ -23,9 +24,7 @@ them with more features, probe_tuning fine-tunes a policy on them. The store's
   probe_corpus(...)   -> DIR/probes-NNNNN.npz shards + DIR/index.json (resumable)
 """
 import hashlib
-import json
 import math
-import pathlib
 import sys
 import time
 
@@ -33,6 +32,8 @@ import numpy as np
 
 from mlgo.policy import policy_io
 from mlgo.training import multi_flip
+# The probe store is read by fine-tuning, widening and tests as rollouts.ProbeStore.
+from mlgo.training.probe_store import ProbeStore, probe_alternatives  # noqa: F401
 
 
 class FlipPolicy:
@@ -171,35 +172,15 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   attributed = np.zeros(len(pos), bool)
   groups_measured = []
   if flips_per_compile > 1:
-    # Several flips a compile, each credited by its own functions (multi_flip).
-    greedy_names = multi_flip.decision_names(base)
-    keep = multi_flip.keep_columns(policy.input_names, policy.sizes,
-                                   set(problem.probe_volatile))
-    for group in multi_flip.group_positions(pos, *greedy_names, flips_per_compile):
-      mp = multi_flip.MultiFlipPolicy(policy, group, feats, actions,
-                                      problem.probe_alternative, keep)
-      r = env.compile_module(module, problem, mp, llvm_version=llvm_version,
-                             timeout=flip_timeout, annotator=annotator)
-      if not r.ok:
-        failures.append(f"flips {group}: {str(r.reason)[:160]}")
-        continue
-      deltas = _pair_deltas(annotator, r, base)
-      flipped_names = multi_flip.decision_names(r)
-      credited = 0.0
-      for p in group:
-        j = int(np.searchsorted(pos, p))
-        hit = mp.flipped.get(p)
-        if (hit is None or deltas is None or
-            not multi_flip.check_site(flipped_names, hit[0], greedy_names, p)):
-          mismatch[j] = True
-          continue
-        attributed[j] = True
-        predicted[j] = float(deltas[hit[0]])
-        credited += predicted[j]
-        sizes[j] = base_total + predicted[j]
-        key_scores[j] = key_base[j] + predicted[j]
-        feats_flipped[j] = hit[1]
-      groups_measured.append((credited, scored(r)[0] - base_total, len(mp.flipped)))
+    # Several flips a compile, each credited by its own functions.
+    groups_measured = multi_flip.probe_groups(
+        module, problem, policy, base, pos, feats, actions, annotator, flips_per_compile,
+        lambda r: scored(r)[0] - base_total, failures,
+        compile_kw={"llvm_version": llvm_version, "timeout": flip_timeout},
+        out={"mismatch": mismatch, "attributed": attributed, "predicted": predicted,
+             "features": feats_flipped})
+    sizes[attributed] = base_total + predicted[attributed]
+    key_scores[attributed] = key_base[attributed] + predicted[attributed]
   for j, p in enumerate(pos if flips_per_compile == 1 else ()):
     fp = FlipPolicy(policy, int(p), problem.probe_alternative)
     r = env.compile_module(module, problem, fp, llvm_version=llvm_version,
@@ -214,7 +195,7 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
     sizes[j], per_key = scored(r)
     key_scores[j] = per_key.get(keys[p], missing)
     if pair_credit:
-      d = _pair_deltas(annotator, r, base)
+      d = multi_flip.pair_deltas(annotator, r, base)
       predicted[j] = float(d[int(p)]) if d is not None and int(p) < len(d) else np.nan
   take = rng.choice(n, size=min(anchors, n), replace=False) if n else np.zeros(0, np.int64)
   deltas = None if pair_credit else (base.annotations or {}).get("decision_delta")
@@ -230,20 +211,6 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
           "probe_key_base": key_base, "probe_key_scores": key_scores,
           "mismatch": mismatch, "anchor_features": feats[take], "anchor_actions": actions[take],
           "failures": failures}
-
-
-def _pair_deltas(annotator, flipped, base):
-  """The credit of every decision of `flipped` (its first trajectory), compared with
-  `base` alone (None if either compile's annotations are unusable)."""
-  import types  # pylint: disable=import-outside-toplevel
-  pair = [types.SimpleNamespace(module_name=x.module_name,
-                                annotations=dict(x.annotations or {}))
-          for x in (flipped, base)]
-  annotator.complete(pair)
-  d = pair[0].annotations.get("decision_delta")
-  if not d:
-    return None
-  return np.concatenate([np.asarray(x, np.float64) for x in d])
 
 
 def credit_agreement(store) -> dict:
@@ -268,90 +235,6 @@ def credit_agreement(store) -> dict:
           "credit_spearman": round(model_lib.spearman(pred, real), 3),
           "credit_sign": round(float(np.mean(np.sign(pred[moved]) == np.sign(real[moved])))
                                if moved.any() else float("nan"), 3)}
-
-
-def probe_alternatives(shard) -> np.ndarray:
-  """The action each probe of a stored shard tried; stores written before eviction
-  probes existed hold inlining flips only: the other answer."""
-  if "probe_alternatives" in shard:
-    return shard["probe_alternatives"]
-  return 1 - shard["probe_actions"]
-
-
-class ProbeStore:
-  """DIR/index.json (policy, feature names, modules done) + probes-NNNNN.npz shards,
-  each written atomically; a rerun skips the modules already done."""
-
-  def __init__(self, out_dir, feature_names=None, policy_dir=None):
-    self.dir = pathlib.Path(out_dir)
-    self.dir.mkdir(parents=True, exist_ok=True)
-    self.index_path = self.dir / "index.json"
-    if self.index_path.exists():
-      with open(self.index_path) as f:
-        self.index = json.load(f)
-      if feature_names is not None and self.index["features"] != list(feature_names):
-        raise ValueError(f"{self.index_path}: probes of a policy with other features; "
-                         f"use a new output dir")
-    else:
-      if feature_names is None:
-        raise FileNotFoundError(f"{out_dir}: no probe data (index.json missing)")
-      self.index = {"format": 1, "features": list(feature_names),
-                    "policy": str(policy_dir), "shards": [], "done": {}, "failed": {}}
-    self.pending = []
-
-  def add(self, rec: dict):
-    self.pending.append(rec)
-
-  def flush(self):
-    if not self.pending:
-      return
-    name = f"probes-{len(self.index['shards']):05d}.npz"
-    arrays, owner = {}, []
-    for key in ("positions", "margins", "probe_actions", "probe_alternatives", "probe_sizes",
-                "mismatch"):
-      arrays[key] = np.concatenate([r[key] for r in self.pending])
-    # True: the probe's score change is its credit in a compile of several flips
-    # (multi_flip), not a measured module change.
-    arrays["probe_attributed"] = np.concatenate(
-        [r.get("probe_attributed", np.zeros(len(r["positions"]), bool)) for r in self.pending])
-    for key in ("probe_predicted", "probe_key_base", "probe_key_scores"):
-      arrays[key] = np.concatenate(
-          [r.get(key, np.full(len(r["positions"]), np.nan)) for r in self.pending])
-    arrays["probe_features"] = np.concatenate([r["probe_features"] for r in self.pending])
-    arrays["anchor_features"] = np.concatenate([r["anchor_features"] for r in self.pending])
-    arrays["anchor_actions"] = np.concatenate([r["anchor_actions"] for r in self.pending])
-    for i, r in enumerate(self.pending):
-      owner.append(np.full(len(r["positions"]), i, np.int64))
-    arrays["probe_module"] = np.concatenate(owner) if owner else np.zeros(0, np.int64)
-    arrays["anchor_module"] = np.concatenate(
-        [np.full(len(r["anchor_actions"]), i, np.int64) for i, r in enumerate(self.pending)])
-    arrays["module_names"] = np.array([r["module"] for r in self.pending])
-    arrays["base_size"] = np.array([r["base_size"] for r in self.pending])
-    tmp = self.dir / (name + ".tmp.npz")
-    np.savez(tmp, **arrays)
-    tmp.rename(self.dir / name)
-    self.index["shards"].append(name)
-    for r in self.pending:
-      self.index["done"][r["module"]] = {"base_size": r["base_size"],
-                                         "decisions": r["decisions"],
-                                         "probes": int(len(r["positions"])),
-                                         "failures": len(r["failures"])}
-    self.save()
-    self.pending = []
-
-  def mark_failed(self, module: str, reason: str):
-    self.index["failed"][module] = reason[:300]
-
-  def save(self):
-    tmp = self.index_path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-      json.dump(self.index, f, indent=1)
-    tmp.replace(self.index_path)
-
-  def shards(self):
-    for name in self.index["shards"]:
-      with np.load(self.dir / name) as z:
-        yield {k: z[k] for k in z.files}
 
 
 def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
