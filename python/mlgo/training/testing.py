@@ -29,6 +29,11 @@ def data_path(rel: str) -> str:
   raise FileNotFoundError(f"{rel} not found in {[str(c) for c in cands]}")
 
 
+def shipped_policy(name: str) -> pathlib.Path:
+  """The policy dir of models/`name` (runfiles or checkout)."""
+  return pathlib.Path(data_path(f"models/{name}/policy.json")).parent
+
+
 def program(name: str) -> str:
   """A project-written test program (testdata/programs/NAME)."""
   return data_path(f"testdata/programs/{name}")

@@ -13,17 +13,12 @@ from mlgo import env, problems
 from mlgo.credit import function_size
 from mlgo.training import multi_flip, probe_tuning, probe_widening, rollouts, testing
 from mlgo.policy import policy_io
-from mlgo.util import cli
 
 PROGRAMS = sorted((pathlib.Path(__file__).parent / "programs").glob("*.c*"))
 
 
-def _shipped_policy(name="inlining_oz"):
-  rel = f"models/{name}/policy.json"
-  cands = cli.runfile_candidates(rel)
-  if cli.repo_root() is not None:
-    cands.append(cli.repo_root() / rel)
-  return next(p for p in cands if p.exists()).parent
+def _oz():
+  return testing.shipped_policy("inlining_oz")
 
 
 def test_groups_share_no_function():
@@ -51,7 +46,7 @@ def test_match_key_ignores_volatile_columns_and_counts_repeats():
 
 
 def test_bad_settings(tmp_path):
-  pol = _shipped_policy()
+  pol = _oz()
   with pytest.raises(ValueError, match="function_size"):
     rollouts.probe_corpus(tmp_path, pol, tmp_path / "p", flips_per_compile=4)
   with pytest.raises(ValueError, match="at least 1"):
@@ -65,7 +60,7 @@ def probed(tmp_path_factory):
   corpus = testing.make_tiny_corpus(root / "corpus", PROGRAMS, llvm_version=22, opt="Oz")
   stats = {}
   for k in (1, 4):
-    stats[k] = rollouts.probe_corpus(corpus, _shipped_policy(), root / f"k{k}", split="all",
+    stats[k] = rollouts.probe_corpus(corpus, _oz(), root / f"k{k}", split="all",
                                      max_probes=16, anchors=20, jobs=2, flips_per_compile=k,
                                      credit_kind="function_size")
   return corpus, root, stats
@@ -115,7 +110,7 @@ def test_a_compile_reproduced(probed):
   corpus_dir, root, _ = probed
   corpus = corpus_lib.load_corpus(corpus_dir)
   problem = problems.get_problem("inlining")
-  pol = policy_io.load_policy(_shipped_policy())
+  pol = policy_io.load_policy(_oz())
   multi = _probes(root / "k4")
   ann = function_size.Annotator.for_problem(problem)
   checked = 0
@@ -155,7 +150,7 @@ def test_a_compile_reproduced(probed):
 
 def test_stores_train_and_widening_refuses(probed, tmp_path):
   _, root, _ = probed
-  pol = policy_io.load_policy(_shipped_policy())
+  pol = policy_io.load_policy(_oz())
   data = probe_tuning.load_probe_data([root / "k4"], pol.input_names, heldout_fraction=0.0)
   assert len(data["probe_y"]) > 0
   with pytest.raises(ValueError, match="probe_attributed"):

@@ -13,19 +13,14 @@ from mlgo import corpus as corpus_lib
 from mlgo import env, problems
 from mlgo.training import probe_tuning, probe_widening, rollouts, testing
 from mlgo.policy import policy_io
-from mlgo.util import cli
 
 PROGRAMS = sorted((pathlib.Path(__file__).parent / "programs").glob("*.c*"))
 REGALLOC_PROGRAMS = sorted(
     (pathlib.Path(__file__).resolve().parents[1] / "env" / "regalloc_programs").glob("*.c"))
 
 
-def _shipped_policy(name="inlining_oz"):
-  rel = f"models/{name}/policy.json"
-  cands = cli.runfile_candidates(rel)
-  if cli.repo_root() is not None:
-    cands.append(cli.repo_root() / rel)
-  return next(p for p in cands if p.exists()).parent
+def _oz():
+  return testing.shipped_policy("inlining_oz")
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +41,7 @@ def test_choose_positions_prefers_low_margin():
 
 
 def test_probe_and_train(tiny_corpus, tmp_path):
-  policy_dir = _shipped_policy()
+  policy_dir = _oz()
   out = tmp_path / "probes"
   s = rollouts.probe_corpus(tiny_corpus, policy_dir, out, split="all", max_probes=6,
                             anchors=50, jobs=2)
@@ -92,7 +87,7 @@ def test_eviction_probes_try_the_default_rule(tmp_path):
   corpus = testing.make_tiny_corpus(tmp_path / "corpus", REGALLOC_PROGRAMS, opt="O2",
                                     variants=2)
   prep = prepared.prepare(corpus, out_root=tmp_path / "prepared")
-  policy_dir = _shipped_policy("regalloc_eviction")
+  policy_dir = testing.shipped_policy("regalloc_eviction")
   out = tmp_path / "probes"
   s = rollouts.probe_corpus(prep, policy_dir, out, split="all", max_probes=8, anchors=100,
                             jobs=2)
@@ -169,7 +164,7 @@ def test_broken_module_is_skipped_and_counted(tiny_corpus, tmp_path):
   bcs[0].write_bytes(b"this is not bitcode")      # refused when the corpus is read
   cmd = bcs[1].with_suffix(".cmd")               # a valid module clang refuses to compile
   cmd.write_bytes(cmd.read_bytes().rstrip(b"\0") + b"\0-mllvm\0-mlgo-no-such-option")
-  s = rollouts.probe_corpus(bad, _shipped_policy(), tmp_path / "p", split="all",
+  s = rollouts.probe_corpus(bad, _oz(), tmp_path / "p", split="all",
                             max_probes=2, jobs=2)
   assert s["unusable"] == 1 and s["failed"] == 1 and s["modules"] == 2
   index = rollouts.ProbeStore(tmp_path / "p").index
@@ -179,7 +174,7 @@ def test_broken_module_is_skipped_and_counted(tiny_corpus, tmp_path):
 
 def test_training_needs_probe_data(tmp_path):
   with pytest.raises(FileNotFoundError, match="index.json"):
-    probe_tuning.train_on_probes(_shipped_policy(), [tmp_path / "nothing"], tmp_path / "o")
+    probe_tuning.train_on_probes(_oz(), [tmp_path / "nothing"], tmp_path / "o")
 
 
 def test_ir2vec_vocabulary_and_problem(tmp_path, tiny_corpus):
@@ -227,7 +222,7 @@ def test_ir2vec_vocabulary_and_problem(tmp_path, tiny_corpus):
 
 def test_widen_probes_keeps_states_and_adds_features(tiny_corpus, tmp_path):
   from mlgo.problems import ir2vec  # pylint: disable=import-outside-toplevel
-  policy_dir = _shipped_policy()
+  policy_dir = _oz()
   rollouts.probe_corpus(tiny_corpus, policy_dir, tmp_path / "p", split="all", max_probes=3,
                         anchors=20, jobs=2)
   s = probe_widening.widen_probes(tmp_path / "p", tiny_corpus, "inlining_ir2vec",
@@ -267,7 +262,7 @@ def test_widened_policy_evaluates_like_the_original(tiny_corpus, tmp_path):
   from mlgo import evaluation  # pylint: disable=import-outside-toplevel
   from mlgo.problems import ir2vec  # pylint: disable=import-outside-toplevel
   from mlgo.policy import normalization  # pylint: disable=import-outside-toplevel
-  shipped = policy_io.load_policy(_shipped_policy())
+  shipped = policy_io.load_policy(_oz())
   rng = np.random.default_rng(0)
   emb_norm = normalization.fit_feature("x", rng.gamma(2.0, 30.0, 5000)).to_json()
   feats = shipped.spec["features"] + [
@@ -281,9 +276,9 @@ def test_widened_policy_evaluates_like_the_original(tiny_corpus, tmp_path):
   k = w["hidden_0/kernel"]
   w["hidden_0/kernel"] = np.concatenate([k, np.ones((6 * ir2vec.DIM, k.shape[1]), k.dtype)])
   like = policy_io.write_policy_dir(tmp_path / "like", like_spec, w, saved_model=False)
-  wide = policy_io.widen_policy(_shipped_policy(), like, tmp_path / "wide", saved_model=False)
+  wide = policy_io.widen_policy(_oz(), like, tmp_path / "wide", saved_model=False)
   assert wide.problem == "inlining_ir2vec"
-  a = evaluation.evaluate("inlining", tiny_corpus, _shipped_policy(), tmp_path / "ea",
+  a = evaluation.evaluate("inlining", tiny_corpus, _oz(), tmp_path / "ea",
                           split="all", use_cache=False)
   b = evaluation.evaluate("inlining", tiny_corpus, tmp_path / "wide", tmp_path / "eb",
                           split="all", use_cache=False)
@@ -298,11 +293,11 @@ def test_shipped_ir2vec_policy_runs_as_its_variant(tiny_corpus, tmp_path):
   carry weight, and `evaluate --problem=inlining` compiles with it through clang-22's
   IR2Vec channel."""
   from mlgo import evaluation  # pylint: disable=import-outside-toplevel
-  pol = policy_io.load_policy(_shipped_policy("inlining_oz_ir2vec"))
+  pol = policy_io.load_policy(testing.shipped_policy("inlining_oz_ir2vec"))
   assert pol.problem == "inlining_ir2vec" and len(pol.input_names) == 40
   k = pol.arch.w["hidden_0/kernel"]
   assert k.shape[0] == 3 * (38 + 2 * 18) and np.abs(k[3 * 38:]).max() > 0.01
-  r = evaluation.evaluate("inlining", tiny_corpus, _shipped_policy("inlining_oz_ir2vec"),
+  r = evaluation.evaluate("inlining", tiny_corpus, testing.shipped_policy("inlining_oz_ir2vec"),
                           tmp_path / "ev", split="all", use_cache=False)
   assert r["problem"] == "inlining_ir2vec" and r["modules"] == 4 and r["failed"] == 0
   assert 0 < r["policy_score"] < 2 * r["default"]
