@@ -6,7 +6,11 @@ For each module: one greedy compile, then one compile per probed decision with t
 decision answered otherwise (inlining: the other answer; eviction: the default-equivalent
 column where the policy chose another) and the policy deciding the rest; stores each
 probe's change of the module's score (.text bytes; weighted spill cost) and a sample of
-the policy's own decisions (mlgo.training.rollouts). Rerunning the same
+the policy's own decisions (mlgo.training.rollouts). Inlining with
+--credit=function_size --flips_per_compile=K: up to K flips in different functions share
+a compile, each credited with its own caller's and callee's measured size change
+(mlgo.training.multi_flip; about a third less time a round for 1.8x the probes at
+K=4, --max_probes=16; README). Rerunning the same
 command continues where it stopped. Train on the result with //tools:train_on_probes.
 """
 import argparse
