@@ -1,6 +1,6 @@
 """Several rollout probes a compile (mlgo.training.multi_flip), on hand-made inputs and
-on real clang-22 compiles of a tiny corpus with the shipped inlining policy: fewer
-compiles than probes, every flip found at the greedy compile's call site, each probe
+on real clang-22 compiles of a tiny corpus with the shipped inlining policy: more
+probes a compile than single flips, every flip found at the greedy compile's call site, each probe
 credited with what its flip did to its own caller (read back from the objects' symbol
 tables), and the stores usable by fine-tuning."""
 import pathlib
@@ -78,7 +78,7 @@ def _probes(d):
   return out
 
 
-def test_fewer_compiles_same_sites(probed):
+def test_more_probes_a_compile_same_sites(probed):
   _, root, stats = probed
   one, four = stats[1], stats[4]
   assert four["modules"] == one["modules"] == 4 and four["failed"] == 0
