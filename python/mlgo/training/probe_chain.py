@@ -1,0 +1,298 @@
+"""A whole inliner training as one resumable command: a start policy, then rounds of
+rollout probes and fine-tuning, with a ledger of CPU-hours and a selection rule that
+never looks past the training split.
+
+  start   a behavioral clone of the default (trace + BC), or a given policy
+  round r probe_corpus(policy_r) -> train_on_probes(policy_r, probes of rounds r-1, r)
+          [-> weight average with policy_r] = policy_r+1
+  final   policy_N+1 evaluated on the training split; every earlier policy's figure
+          comes free from the greedy compiles of the probe round that started from it
+          (the same compile evaluate makes: same bytes)
+  select  the policy with the lowest training-split total among those with at most
+          `max_regressed_pct` of training modules more than 1% bigger (the start only if
+          nothing else qualifies), copied to OUTPUT/policy
+
+OUTPUT/chain.json is the ledger: every stage with its wall seconds and CPU-hours, counted
+as wall time x the workers the chain uses (how the shipped models' TRAINING.md counts
+them; the machine does nothing else). A stage that was cut (session end, Ctrl-C) is
+counted up to its last heartbeat (every 30 s) and then run again: probe rounds and
+traces continue where they stopped, the rest restarts. OUTPUT/chain.png plots the
+training-split total against CPU-hours.
+"""
+import csv
+import dataclasses
+import json
+import pathlib
+import shutil
+import sys
+import threading
+import time
+
+from mlgo.policy import policy_io
+
+HEARTBEAT_S = 30.0
+REGRESSION = 0.01  # a module counts as regressed above 1.01 x the default (evaluate's rule)
+
+
+@dataclasses.dataclass
+class ChainConfig:
+  corpus: str
+  output: str
+  problem: str = "inlining_ir2vec"
+  start: str | None = None          # a policy dir; None: clone the default (trace + BC)
+  rounds: int = 6
+  cpu_hours: float | None = None    # no round starts that would end past this budget
+  jobs: int = 2
+  max_probes: int = 16
+  flips_per_compile: int = 4
+  credit: str = "function_size"
+  random_fraction: float = 0.25
+  next_policy: str = "tuned"        # "tuned" or "average" (of the probed and tuned policy)
+  probe_rounds_kept: int = 2        # fine-tuning reads this many latest rounds' probes
+  max_regressed_pct: float = 3.0
+  trace_sampling: float = 0.25
+  bc_epochs: int = 2
+  seed: int = 0
+  timeout: float = 300.0
+
+  def check(self):
+    if self.next_policy not in ("tuned", "average"):
+      raise ValueError(f"next_policy must be 'tuned' or 'average', not {self.next_policy!r}")
+    if self.rounds < 0 or self.probe_rounds_kept < 1 or self.jobs < 1:
+      raise ValueError("rounds >= 0, probe_rounds_kept >= 1 and jobs >= 1 are needed")
+    if self.flips_per_compile > 1 and self.credit != "function_size":
+      raise ValueError("flips_per_compile > 1 needs credit='function_size'")
+
+
+class Ledger:
+  """OUTPUT/chain.json: the config, stages done (wall s, CPU-h), cut stages, policies
+  measured. Written atomically after every change."""
+
+  def __init__(self, path, config: ChainConfig):
+    self.path = pathlib.Path(path)
+    self.lock = threading.Lock()
+    if self.path.exists():
+      self.data = json.loads(self.path.read_text())
+      old = self.data.get("config", {})
+      for k in ("corpus", "problem", "start", "jobs", "max_probes", "flips_per_compile",
+                "credit", "next_policy", "seed"):
+        if old.get(k) != getattr(config, k):
+          raise ValueError(f"{self.path}: a chain with {k}={old.get(k)!r} is here, not "
+                           f"{getattr(config, k)!r}; use a new output dir")
+      self.data["config"] = dataclasses.asdict(config)  # rounds and budget may grow
+    else:
+      self.data = {"format": 1, "config": dataclasses.asdict(config), "stages": {},
+                   "cut": [], "running": None, "policies": {}, "made_at": {}}
+    # A stage left running by a process that is gone was cut: count it, run it again.
+    if self.data.get("running"):
+      self.data["cut"].append(self.data["running"])
+      self.data["running"] = None
+    self.save()
+
+  def save(self):
+    with self.lock:
+      tmp = self.path.with_suffix(".tmp")
+      tmp.write_text(json.dumps(self.data, indent=1))
+      tmp.replace(self.path)
+
+  def done(self, name) -> bool:
+    return name in self.data["stages"]
+
+  def cpu_hours(self) -> float:
+    return (sum(s["cpu_hours"] for s in self.data["stages"].values())
+            + sum(s["cpu_hours"] for s in self.data["cut"]))
+
+  def run(self, name, fn, jobs: int, stream):
+    """Runs fn() as stage `name` unless it is done; heartbeats while it runs."""
+    if self.done(name):
+      return
+    t0 = time.monotonic()
+    stop = threading.Event()
+
+    def beat():
+      while not stop.wait(HEARTBEAT_S):
+        wall = time.monotonic() - t0
+        self.data["running"] = {"stage": name, "wall_s": round(wall, 1),
+                                "cpu_hours": wall * jobs / 3600.0}
+        self.save()
+    th = threading.Thread(target=beat, daemon=True)
+    th.start()
+    print(f"chain: stage {name} ({self.cpu_hours():.2f} CPU-h spent so far)", file=stream,
+          flush=True)
+    try:
+      fn()
+    finally:
+      stop.set()
+      th.join()
+    wall = time.monotonic() - t0
+    self.data["stages"][name] = {"wall_s": round(wall, 1), "jobs": jobs,
+                                 "cpu_hours": wall * jobs / 3600.0}
+    self.data["running"] = None
+    self.save()
+    print(f"chain: stage {name} done in {wall / 60:.1f} min ({self.cpu_hours():.2f} CPU-h "
+          f"spent)", file=stream, flush=True)
+
+
+def default_sizes(per_key_csv) -> dict:
+  """module -> the default's score, from an `evaluate --policy=default` per_key.csv."""
+  with open(per_key_csv) as f:
+    return {r["module"]: float(r["default"]) for r in csv.DictReader(f)}
+
+
+def split_figure(policy_sizes: dict, defaults: dict) -> dict:
+  """Training-split total change (%) and modules more than 1% bigger, over the modules
+  both sides have."""
+  common = sorted(set(policy_sizes) & set(defaults))
+  if not common:
+    raise ValueError("no module has both a policy and a default size")
+  pol = sum(policy_sizes[m] for m in common)
+  dft = sum(defaults[m] for m in common)
+  regressed = sum(1 for m in common if policy_sizes[m] > (1 + REGRESSION) * defaults[m])
+  return {"modules": len(common), "default": dft, "policy": pol,
+          "change_pct": 100.0 * (pol - dft) / dft, "regressed": regressed,
+          "regressed_pct": 100.0 * regressed / len(common)}
+
+
+def probe_sizes(probe_dir) -> dict:
+  """module -> the probed policy's greedy score, from a probe store's index."""
+  index = json.loads((pathlib.Path(probe_dir) / "index.json").read_text())
+  return {m: float(v["base_size"]) for m, v in index["done"].items()}
+
+
+def select(policies: dict, max_regressed_pct: float) -> str:
+  """The name of the policy kept: the lowest training-split total among those with at
+  most max_regressed_pct of modules more than 1% bigger; if none qualifies, the fewest
+  regressed (then the lowest total)."""
+  if not policies:
+    raise ValueError("no measured policy to select from")
+  ok = {k: v for k, v in policies.items() if v["regressed_pct"] <= max_regressed_pct}
+  if ok:
+    return min(ok, key=lambda k: (ok[k]["change_pct"], ok[k]["regressed"]))
+  return min(policies, key=lambda k: (policies[k]["regressed"], policies[k]["change_pct"]))
+
+
+def plot(ledger_data: dict, path):
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  pts = sorted((p["cpu_hours"], p["change_pct"], k)
+               for k, p in ledger_data["policies"].items())
+  fig, ax = plt.subplots(figsize=(6, 4))
+  ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-")
+  for x, y, k in pts:
+    ax.annotate(k, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+  sel = ledger_data.get("selected")
+  if sel:
+    p = ledger_data["policies"][sel]
+    ax.plot([p["cpu_hours"]], [p["change_pct"]], "r*", markersize=14, label=f"kept: {sel}")
+    ax.legend()
+  ax.axhline(0.0, color="grey", lw=0.5)
+  ax.set_xlabel("CPU-hours (wall x workers)")
+  ax.set_ylabel("training split .text change vs default (%)")
+  ax.set_title("probe chain")
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
+def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
+  """Runs (or resumes) the chain; returns the ledger's data."""
+  from mlgo.evaluation.evaluate import evaluate  # pylint: disable=import-outside-toplevel
+  from mlgo.training import bc, probe_tuning, rollouts, trace  # pylint: disable=import-outside-toplevel
+  cfg.check()
+  out = pathlib.Path(cfg.output)
+  out.mkdir(parents=True, exist_ok=True)
+  led = Ledger(out / "chain.json", cfg)
+  quiet = open(out / "stages.log", "a")  # the tools' own summaries, kept for reading
+
+  def measure(name, sizes, round_no):
+    fig = split_figure(sizes, defaults)
+    # cpu_hours: what the chain had spent when this policy was made (its figure is read
+    # later, from the next round's greedy compiles).
+    fig.update(round=round_no, cpu_hours=led.data["made_at"][name])
+    led.data["policies"][name] = fig
+    led.save()
+    print(f"chain: {name}: training split {fig['change_pct']:+.2f}% "
+          f"({fig['regressed']} of {fig['modules']} modules >1% bigger) at "
+          f"{fig['cpu_hours']:.2f} CPU-h", file=stream, flush=True)
+
+  # The default's size of every training module (evaluate's cache: usually no compile).
+  led.run("default", lambda: evaluate(
+      cfg.problem, cfg.corpus, "default", out / "default-train", split="train",
+      jobs=cfg.jobs, timeout=cfg.timeout, stream=quiet), cfg.jobs, stream)
+  defaults = default_sizes(out / "default-train" / "per_key.csv")
+
+  start = out / "start"
+  if cfg.start:
+    if not start.exists():
+      shutil.copytree(cfg.start, start)
+  else:
+    def make_trace():
+      shutil.rmtree(out / "trace", ignore_errors=True)  # a cut trace is made again
+      trace.generate_default_trace(cfg.corpus, cfg.problem, out / "trace",
+                                   sampling_rate=cfg.trace_sampling, jobs=cfg.jobs,
+                                   timeout=cfg.timeout, seed=cfg.seed, split="train")
+    led.run("trace", make_trace, cfg.jobs, stream)
+    led.run("bc", lambda: bc.train_bc(out / "trace", start, epochs=cfg.bc_epochs,
+                                      seed=cfg.seed), cfg.jobs, stream)
+  policy_io.load_policy(start)  # a bad start fails here, naming the dir
+  led.data["made_at"].setdefault("start", led.cpu_hours())
+
+  policy, name = start, "start"
+  for r in range(1, cfg.rounds + 1):
+    rdir = out / f"round-{r:02d}"
+    nxt = rdir / cfg.next_policy
+    if not led.done(f"probe-{r}"):
+      spent = led.cpu_hours()
+      rounds_done = [led.data["stages"][k] for k in led.data["stages"]
+                     if k.startswith(("probe-", "tune-", "average-"))]
+      per_round = sum(s["cpu_hours"] for s in rounds_done) / max(r - 1, 1)
+      if cfg.cpu_hours is not None and r > 1 and spent + per_round > cfg.cpu_hours:
+        print(f"chain: round {r} would end past the budget ({spent:.2f} + ~{per_round:.2f}"
+              f" CPU-h of {cfg.cpu_hours}); stopping rounds", file=stream, flush=True)
+        break
+    led.run(f"probe-{r}", lambda p=policy, d=rdir, r=r: rollouts.probe_corpus(
+        cfg.corpus, p, d / "probes", split="train", max_probes=cfg.max_probes,
+        random_fraction=cfg.random_fraction, jobs=cfg.jobs, timeout=cfg.timeout,
+        seed=cfg.seed + r, credit_kind=cfg.credit,
+        flips_per_compile=cfg.flips_per_compile, stream=stream), cfg.jobs, stream)
+    if name not in led.data["policies"]:
+      measure(name, probe_sizes(rdir / "probes"), r - 1)
+    kept = [out / f"round-{k:02d}" / "probes"
+            for k in range(max(1, r - cfg.probe_rounds_kept + 1), r + 1)]
+
+    def tune(p=policy, d=rdir, kept=kept):
+      shutil.rmtree(d / "tuned", ignore_errors=True)
+      m = probe_tuning.train_on_probes(p, kept, d / "tuned", seed=cfg.seed, stream=quiet)
+      print(f"chain: fine-tuned on {len(kept)} round(s) of probes: held-out probe agreement "
+            f"{m['before']['heldout_probe'][0]:.3f} -> {m['after']['heldout_probe'][0]:.3f}",
+            file=stream, flush=True)
+    led.run(f"tune-{r}", tune, cfg.jobs, stream)
+    if cfg.next_policy == "average":
+      led.run(f"average-{r}", lambda p=policy, d=rdir: policy_io.average_policies(
+          [p, d / "tuned"], d / "average"), cfg.jobs, stream)
+    policy, name = nxt, f"round-{r:02d}"
+    led.data["made_at"].setdefault(name, led.cpu_hours())
+
+  if name not in led.data["policies"]:
+    led.run(f"evaluate-{name}", lambda p=policy: evaluate(
+        cfg.problem, cfg.corpus, p, out / f"evaluate-{name}", split="train", jobs=cfg.jobs,
+        timeout=cfg.timeout, stream=quiet), cfg.jobs, stream)
+    with open(out / f"evaluate-{name}" / "per_key.csv") as f:
+      measure(name, {row["module"]: float(row["policy"]) for row in csv.DictReader(f)},
+              int(name.split("-")[1]) if name != "start" else 0)
+
+  sel = select(led.data["policies"], cfg.max_regressed_pct)
+  led.data["selected"] = sel
+  led.data["cpu_hours"] = led.cpu_hours()
+  src = start if sel == "start" else out / sel / cfg.next_policy
+  shutil.rmtree(out / "policy", ignore_errors=True)
+  shutil.copytree(src, out / "policy")
+  led.save()
+  plot(led.data, out / "chain.png")
+  p = led.data["policies"][sel]
+  print(f"chain: kept {sel}: training split {p['change_pct']:+.2f}% ({p['regressed']} "
+        f"modules >1% bigger); {led.cpu_hours():.2f} CPU-h in all; wrote {out / 'policy'}",
+        file=stream, flush=True)
+  quiet.close()
+  return led.data

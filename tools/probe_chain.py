@@ -1,0 +1,67 @@
+"""A whole inliner training as one resumable command: clone the default (or start from a
+policy), then rounds of rollout probes and fine-tuning, with a CPU-hour ledger.
+
+  bazel run //tools:probe_chain -- --output=DIR [--corpus=DIR] [--start=POLICY]
+      [--rounds=6] [--cpu_hours=H] [--max_probes=16] [--flips_per_compile=4]
+Each round probes the current policy on the training split (several flips a compile,
+each credited by its own functions' measured sizes: mlgo.training.multi_flip) and
+fine-tunes it on the last two rounds' probes. The policy kept (DIR/policy) has the lowest
+training-split total among those with at most 3% of modules more than 1% bigger; no
+held-out module is compiled. DIR/chain.json holds every stage's wall time and CPU-hours,
+DIR/chain.png the training-split total against CPU-hours. Rerunning the same command
+continues where it stopped (more --rounds or a larger --cpu_hours extend a chain).
+"""
+import argparse
+import sys
+
+from mlgo.util.cli import user_path
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--output", required=True, help="chain dir (resumable)")
+  ap.add_argument("--corpus", help="corpus dir (default: the default corpus)")
+  ap.add_argument("--problem", default="inlining_ir2vec",
+                  choices=["inlining", "inlining_ir2vec"],
+                  help="inlining_ir2vec (default) also sees instruction mixes (LLVM 22)")
+  ap.add_argument("--start", help="start policy dir (default: a behavioral clone of the "
+                  "default heuristic, made by the chain)")
+  ap.add_argument("--rounds", type=int, default=6, help="probe rounds, at most")
+  ap.add_argument("--cpu_hours", type=float,
+                  help="budget: no round starts that would end past it")
+  ap.add_argument("--jobs", type=int, default=2, help="parallel compiles")
+  ap.add_argument("--max_probes", type=int, default=16, help="probes per module a round")
+  ap.add_argument("--flips_per_compile", type=int, default=4)
+  ap.add_argument("--credit", default="function_size", choices=["function_size", "ir2native"])
+  ap.add_argument("--random_fraction", type=float, default=0.25)
+  ap.add_argument("--next_policy", default="tuned", choices=["tuned", "average"],
+                  help="the next round probes the tuned policy, or its weight average "
+                  "with the probed one")
+  ap.add_argument("--probe_rounds_kept", type=int, default=2,
+                  help="fine-tuning reads this many latest rounds' probes")
+  ap.add_argument("--max_regressed_pct", type=float, default=3.0,
+                  help="selection: most %% of training modules >1%% bigger a kept policy has")
+  ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--timeout", type=float, default=300.0, help="seconds per compile")
+  a = ap.parse_args(argv)
+  from mlgo import corpus  # pylint: disable=import-outside-toplevel
+  from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
+  from mlgo.training import probe_chain  # pylint: disable=import-outside-toplevel
+  cfg = probe_chain.ChainConfig(
+      corpus=str(corpus.corpus_arg(a.corpus, get_problem(a.problem).corpus_opt)),
+      output=str(user_path(a.output)), problem=a.problem,
+      start=str(user_path(a.start)) if a.start else None, rounds=a.rounds,
+      cpu_hours=a.cpu_hours, jobs=a.jobs, max_probes=a.max_probes,
+      flips_per_compile=a.flips_per_compile, credit=a.credit,
+      random_fraction=a.random_fraction, next_policy=a.next_policy,
+      probe_rounds_kept=a.probe_rounds_kept, max_regressed_pct=a.max_regressed_pct,
+      seed=a.seed, timeout=a.timeout)
+  probe_chain.run(cfg)
+  return 0
+
+
+if __name__ == "__main__":
+  from mlgo.util.files import private_tempdir
+  private_tempdir()  # nothing the tool or TensorFlow writes is left in /tmp
+  sys.exit(main())
