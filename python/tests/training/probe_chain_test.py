@@ -1,0 +1,142 @@
+"""The probe chain (mlgo.training.probe_chain): its selection rule and ledger on hand-made
+inputs, and a real chain on a tiny corpus with clang-22 (a clone of the default trace,
+two multi-flip probe rounds): each policy's free training-split figure is the one
+evaluate gives, a rerun with more rounds adds only the new stages, a cut stage is
+counted and run again, a budget stops the rounds."""
+import csv
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from mlgo.evaluation.evaluate import evaluate
+from mlgo.policy import policy_io
+from mlgo.training import probe_chain, testing
+
+PROGRAMS = sorted((pathlib.Path(__file__).parent / "programs").glob("*.c*"))
+
+
+def _fig(change, regressed, modules=100):
+  return {"change_pct": change, "regressed": regressed, "regressed_pct": 100.0 * regressed / modules}
+
+
+def test_select_keeps_lowest_total_within_regression_limit():
+  pols = {"start": _fig(-0.5, 1), "round-01": _fig(-2.0, 5), "round-02": _fig(-1.5, 3),
+          "round-03": _fig(-1.5, 2)}
+  # round-01 is lowest but has 5% regressed; of the rest -1.5% ties, fewer regressed wins.
+  assert probe_chain.select(pols, 3.0) == "round-03"
+  assert probe_chain.select(pols, 5.0) == "round-01"
+  # Nothing qualifies: the fewest regressed.
+  assert probe_chain.select({"a": _fig(-3.0, 9), "b": _fig(-1.0, 4)}, 3.0) == "b"
+  with pytest.raises(ValueError, match="no measured policy"):
+    probe_chain.select({}, 3.0)
+
+
+def test_split_figure_counts_common_modules_and_regressions():
+  f = probe_chain.split_figure({"a": 102.0, "b": 50.0, "x": 7.0},
+                               {"a": 100.0, "b": 60.0, "c": 10.0})
+  assert f["modules"] == 2 and f["default"] == 160.0 and f["policy"] == 152.0
+  assert f["change_pct"] == pytest.approx(-5.0)
+  assert f["regressed"] == 1  # a: 2% bigger; 1% exactly would not count
+  assert probe_chain.split_figure({"a": 101.0}, {"a": 100.0})["regressed"] == 0
+  with pytest.raises(ValueError, match="no module"):
+    probe_chain.split_figure({"x": 1.0}, {"y": 1.0})
+
+
+def test_ledger_counts_a_cut_stage_and_refuses_another_chain(tmp_path):
+  cfg = probe_chain.ChainConfig(corpus="c", output=str(tmp_path))
+  led = probe_chain.Ledger(tmp_path / "chain.json", cfg)
+  led.data["running"] = {"stage": "probe-1", "wall_s": 900.0, "cpu_hours": 0.5}
+  led.save()
+  led = probe_chain.Ledger(tmp_path / "chain.json", cfg)
+  assert led.data["cut"] == [{"stage": "probe-1", "wall_s": 900.0, "cpu_hours": 0.5}]
+  assert led.data["running"] is None and not led.done("probe-1")
+  assert led.cpu_hours() == pytest.approx(0.5)
+  with pytest.raises(ValueError, match="chain.json: a chain with max_probes=16"):
+    probe_chain.Ledger(tmp_path / "chain.json",
+                       probe_chain.ChainConfig(corpus="c", output=str(tmp_path), max_probes=8))
+  with pytest.raises(ValueError, match="next_policy"):
+    probe_chain.ChainConfig(corpus="c", output="o", next_policy="best").check()
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+  root = tmp_path_factory.mktemp("chain")
+  corpus = testing.make_tiny_corpus(root / "corpus", PROGRAMS, llvm_version=22, opt="Oz",
+                                    heldout=("strings",))
+  cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(root / "out"), rounds=2,
+                                max_probes=8, trace_sampling=1.0)
+  data = probe_chain.run(cfg)
+  return corpus, root, cfg, data
+
+
+def _per_module(path):
+  with open(path) as f:
+    return {r["module"]: float(r["policy"]) for r in csv.DictReader(f)}
+
+
+def test_chain_runs_clone_and_rounds(chain):
+  corpus, root, cfg, data = chain
+  out = root / "out"
+  assert list(data["stages"]) == ["default", "trace", "bc", "probe-1", "tune-1", "probe-2",
+                                  "tune-2", "evaluate-round-02"]
+  assert all(s["cpu_hours"] == pytest.approx(s["wall_s"] * 2 / 3600, abs=1e-4)
+             for s in data["stages"].values())
+  assert set(data["policies"]) == {"start", "round-01", "round-02"}
+  # Only training modules were compiled: 3 of the 4 programs (strings is held out).
+  assert all(p["modules"] == 3 for p in data["policies"].values())
+  assert data["selected"] == probe_chain.select(data["policies"], cfg.max_regressed_pct)
+  # Each policy is made after the one before it.
+  made = data["made_at"]
+  assert made["start"] <= made["round-01"] <= made["round-02"] <= data["cpu_hours"]
+  sel = data["selected"]
+  kept = policy_io.load_policy(out / "policy")
+  src = out / "start" if sel == "start" else out / sel / "tuned"
+  want = np.load(src / "weights.npz")
+  got = np.load(out / "policy" / "weights.npz")
+  assert sorted(want.files) == sorted(got.files)
+  assert all(np.array_equal(want[k], got[k]) for k in want.files)
+  assert kept.problem == "inlining_ir2vec"
+  assert (out / "chain.png").stat().st_size > 1000
+
+
+def test_free_figure_is_what_evaluate_gives(chain, tmp_path):
+  corpus, root, cfg, data = chain
+  out = root / "out"
+  # The start's figure came from probe round 1's greedy compiles; evaluate compiles again.
+  s = evaluate("inlining_ir2vec", corpus, out / "start", tmp_path / "ev", split="train",
+               jobs=2)
+  assert s["policy_score"] == data["policies"]["start"]["policy"]
+  assert s["default"] == data["policies"]["start"]["default"]
+  assert _per_module(tmp_path / "ev" / "per_key.csv") == \
+      probe_chain.probe_sizes(out / "round-01" / "probes")
+
+
+def test_rerun_adds_rounds_reruns_cut_stage_and_stops_at_budget(chain):
+  corpus, root, cfg, data = chain
+  out = root / "out"
+  led_path = out / "chain.json"
+  probe1 = (out / "round-01" / "probes" / "index.json").stat().st_mtime_ns
+  # Cut in tune-2: the ledger says it was running; round 2's policy was never made.
+  d = json.loads(led_path.read_text())
+  for k in ("tune-2", "evaluate-round-02"):
+    del d["stages"][k]
+  del d["policies"]["round-02"], d["made_at"]["round-02"]
+  d["running"] = {"stage": "tune-2", "wall_s": 60.0, "cpu_hours": 60.0 * 2 / 3600}
+  led_path.write_text(json.dumps(d))
+  cfg3 = probe_chain.ChainConfig(**{**cfg.__dict__, "rounds": 3})
+  d3 = probe_chain.run(cfg3)
+  assert (out / "round-01" / "probes" / "index.json").stat().st_mtime_ns == probe1
+  assert [c["stage"] for c in d3["cut"]] == ["tune-2"]
+  assert {"tune-2", "probe-3", "tune-3", "evaluate-round-03"} <= set(d3["stages"])
+  assert "evaluate-round-02" not in d3["stages"]
+  # round-02's figure now comes from probe round 3's greedy compiles.
+  sizes = probe_chain.probe_sizes(out / "round-03" / "probes")
+  assert d3["policies"]["round-02"]["policy"] == sum(sizes.values())
+  assert set(d3["policies"]) == {"start", "round-01", "round-02", "round-03"}
+  # A budget already spent: round 4 does not start; the chain still selects.
+  cfg4 = probe_chain.ChainConfig(**{**cfg.__dict__, "rounds": 4, "cpu_hours": 1e-6})
+  d4 = probe_chain.run(cfg4)
+  assert "probe-4" not in d4["stages"]
+  assert d4["selected"] in d4["policies"]
