@@ -40,6 +40,8 @@ def main(argv=None):
                   "with the probed one")
   ap.add_argument("--probe_rounds_kept", type=int, default=2,
                   help="fine-tuning reads this many latest rounds' probes")
+  ap.add_argument("--regression_penalty", type=float, default=0.0,
+                  help="fine-tuning: bytes past 1.01 x the default's size weigh 1 + this")
   ap.add_argument("--max_regressed_pct", type=float, default=3.0,
                   help="selection: most %% of training modules >1%% bigger a kept policy has")
   ap.add_argument("--seed", type=int, default=0)
@@ -55,7 +57,8 @@ def main(argv=None):
       cpu_hours=a.cpu_hours, jobs=a.jobs, max_probes=a.max_probes,
       flips_per_compile=a.flips_per_compile, credit=a.credit,
       random_fraction=a.random_fraction, next_policy=a.next_policy,
-      probe_rounds_kept=a.probe_rounds_kept, max_regressed_pct=a.max_regressed_pct,
+      probe_rounds_kept=a.probe_rounds_kept, regression_penalty=a.regression_penalty,
+      max_regressed_pct=a.max_regressed_pct,
       seed=a.seed, timeout=a.timeout)
   probe_chain.run(cfg)
   return 0

@@ -32,11 +32,17 @@ def main(argv=None):
   ap.add_argument("--weighting", default="module", choices=["module", "key"],
                   help="a probe's weight: its change relative to the module's score, or "
                   "to its own key's (eviction: the function's cost)")
+  ap.add_argument("--regression_penalty", type=float, default=0.0,
+                  help="bytes past 1.01 x the default's size weigh 1 + this in a probe's "
+                  "weight (needs --default_sizes)")
+  ap.add_argument("--default_sizes", help="an evaluate output's per_key.csv covering the "
+                  "probed modules (its default column), for --regression_penalty")
   ap.add_argument("--seed", type=int, default=0)
   workers.add_flags(ap)
   a = ap.parse_args(argv)
   workers.apply_flags(a)
-  from mlgo.training import probe_tuning  # pylint: disable=import-outside-toplevel
+  from mlgo.training import probe_chain, probe_tuning  # pylint: disable=import-outside-toplevel
+  defaults = probe_chain.default_sizes(user_path(a.default_sizes)) if a.default_sizes else None
   m = probe_tuning.train_on_probes(user_path(a.policy),
                                    [user_path(p) for p in a.probes.split(",") if p],
                                    user_path(a.output), epochs=a.epochs,
@@ -44,7 +50,9 @@ def main(argv=None):
                                    probe_weight=a.probe_weight,
                                    weight_unit=a.weight_unit, weight_cap=a.weight_cap,
                                    seed=a.seed, anchor_targets=a.anchor_targets,
-                                   weighting=a.weighting)
+                                   weighting=a.weighting,
+                                   regression_penalty=a.regression_penalty,
+                                   default_sizes=defaults)
   print(f"heldout_probe_agreement={m['after']['heldout_probe'][0]:.4f} "
         f"(before {m['before']['heldout_probe'][0]:.4f})")
   return 0

@@ -28,10 +28,10 @@ import sys
 import threading
 import time
 
+from mlgo.evaluation.evaluate import REGRESSION_THRESHOLD as REGRESSION, evaluate
 from mlgo.policy import policy_io
 
 HEARTBEAT_S = 30.0
-REGRESSION = 0.01  # a module counts as regressed above 1.01 x the default (evaluate's rule)
 
 
 @dataclasses.dataclass
@@ -49,6 +49,7 @@ class ChainConfig:
   random_fraction: float = 0.25
   next_policy: str = "tuned"        # "tuned" or "average" (of the probed and tuned policy)
   probe_rounds_kept: int = 2        # fine-tuning reads this many latest rounds' probes
+  regression_penalty: float = 0.0   # probe_tuning: bytes past 1.01 x default weigh 1 + this
   max_regressed_pct: float = 3.0
   trace_sampling: float = 0.25
   bc_epochs: int = 2
@@ -74,10 +75,12 @@ class Ledger:
     if self.path.exists():
       self.data = json.loads(self.path.read_text())
       old = self.data.get("config", {})
+      fields = {f.name: f.default for f in dataclasses.fields(ChainConfig)}
       for k in ("corpus", "problem", "start", "jobs", "max_probes", "flips_per_compile",
-                "credit", "next_policy", "seed"):
-        if old.get(k) != getattr(config, k):
-          raise ValueError(f"{self.path}: a chain with {k}={old.get(k)!r} is here, not "
+                "credit", "next_policy", "seed", "regression_penalty"):
+        was = old.get(k, fields[k])  # a ledger older than the field: its default
+        if was != getattr(config, k):
+          raise ValueError(f"{self.path}: a chain with {k}={was!r} is here, not "
                            f"{getattr(config, k)!r}; use a new output dir")
       self.data["config"] = dataclasses.asdict(config)  # rounds and budget may grow
     else:
@@ -134,9 +137,13 @@ class Ledger:
 
 
 def default_sizes(per_key_csv) -> dict:
-  """module -> the default's score, from an `evaluate --policy=default` per_key.csv."""
+  """module -> the default's score, from an evaluate per_key.csv (any policy's: every
+  row has the default's score; per-function rows are summed per module)."""
+  out = {}
   with open(per_key_csv) as f:
-    return {r["module"]: float(r["default"]) for r in csv.DictReader(f)}
+    for r in csv.DictReader(f):
+      out[r["module"]] = out.get(r["module"], 0.0) + float(r["default"])
+  return out
 
 
 def split_figure(policy_sizes: dict, defaults: dict) -> dict:
@@ -197,7 +204,6 @@ def plot(ledger_data: dict, path):
 
 def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
   """Runs (or resumes) the chain; returns the ledger's data."""
-  from mlgo.evaluation.evaluate import evaluate  # pylint: disable=import-outside-toplevel
   from mlgo.training import bc, probe_tuning, rollouts, trace  # pylint: disable=import-outside-toplevel
   cfg.check()
   out = pathlib.Path(cfg.output)
@@ -263,7 +269,9 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
 
     def tune(p=policy, d=rdir, kept=kept):
       shutil.rmtree(d / "tuned", ignore_errors=True)
-      m = probe_tuning.train_on_probes(p, kept, d / "tuned", seed=cfg.seed, stream=quiet)
+      m = probe_tuning.train_on_probes(p, kept, d / "tuned", seed=cfg.seed,
+                                       regression_penalty=cfg.regression_penalty,
+                                       default_sizes=defaults, stream=quiet)
       print(f"chain: fine-tuned on {len(kept)} round(s) of probes: held-out probe agreement "
             f"{m['before']['heldout_probe'][0]:.3f} -> {m['after']['heldout_probe'][0]:.3f}",
             file=stream, flush=True)

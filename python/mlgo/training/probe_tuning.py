@@ -15,7 +15,9 @@ import sys
 import numpy as np
 
 from mlgo.training import bc, rollouts
+from mlgo.evaluation.evaluate import REGRESSION_THRESHOLD as REGRESSION
 from mlgo.policy import policy_io
+
 
 
 def heldout_module(name: str, fraction: float) -> bool:
@@ -23,9 +25,16 @@ def heldout_module(name: str, fraction: float) -> bool:
   return bc.heldout_module(name, fraction, salt="probe")
 
 
+def regression_cost(size, default, penalty: float):
+  """A module's size with every byte beyond 1.01 x the default's counted 1 + `penalty`
+  times (the modules users notice first are those that got bigger)."""
+  return size + penalty * np.maximum(0.0, size - (1.0 + REGRESSION) * default)
+
+
 def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
                     weight_cap: float = 4.0, heldout_fraction: float = 0.1,
-                    weighting: str = "module"):
+                    weighting: str = "module", regression_penalty: float = 0.0,
+                    default_sizes: dict | None = None):
   """Labelled probes + anchor states from one or more probe dirs.
 
   A probe whose alternative lowered the module's score is labelled with the alternative,
@@ -34,9 +43,20 @@ def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
   module's score (weighting "module") or to that of the probed decision's own key
   (weighting "key": for eviction the function, whose cost is the only one a flip
   changes; a hot function then weighs no more than any other, as in the per-function
-  reward). Stores from before key scores were recorded only allow "module"."""
+  reward). Stores from before key scores were recorded only allow "module".
+
+  regression_penalty (with `default_sizes`, module -> the default's score; weighting
+  "module"): a probe's weight is scaled by how much more its change costs under
+  `regression_cost` than in plain bytes (1 to 1 + penalty), so decisions of modules that
+  are, or would become, more than 1% bigger than the default weigh more. The cost rises
+  with the size, so no label changes."""
   if weighting not in ("module", "key"):
     raise ValueError(f"weighting must be 'module' or 'key', not {weighting!r}")
+  if regression_penalty < 0:
+    raise ValueError(f"regression_penalty must be >= 0, not {regression_penalty}")
+  if regression_penalty and (default_sizes is None or weighting != "module"):
+    raise ValueError("regression_penalty needs default_sizes (module -> default score) "
+                     "and weighting 'module'")
   px, py, pw, ph, ax, ah = [], [], [], [], [], []
   for d in probe_dirs:
     store = rollouts.ProbeStore(d)
@@ -57,6 +77,12 @@ def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
       a = s["probe_actions"]
       label = np.where(delta < 0, rollouts.probe_alternatives(s), a)
       w = np.clip(np.abs(delta) / np.maximum(base, 1.0) / weight_unit, 0.25, weight_cap)
+      if regression_penalty:
+        dft = np.array([default_sizes.get(str(n), np.nan) for n in names])[s["probe_module"]]
+        known = np.isfinite(dft) & np.isfinite(delta) & (delta != 0)
+        pen = (regression_cost(base + delta, dft, regression_penalty)
+               - regression_cost(base, dft, regression_penalty))
+        w = np.where(known, w * np.abs(pen) / np.where(known, np.abs(delta), 1.0), w)
       px.append(s["probe_features"][ok])
       py.append(label[ok])
       pw.append(w[ok])
@@ -76,6 +102,7 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
                     batch_size: int = 256, weight_unit: float = 0.001,
                     weight_cap: float = 4.0, heldout_fraction: float = 0.1, seed: int = 0,
                     anchor_targets: str = "greedy", weighting: str = "module",
+                    regression_penalty: float = 0.0, default_sizes: dict | None = None,
                     stream=sys.stderr) -> dict:
   """Fine-tunes the policy of `policy_dir`: cross-entropy towards the better action of
   each probe (weighted by how much it matters) plus cross-entropy towards the policy's
@@ -98,7 +125,7 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
     raise ValueError(f"{policy_dir}: probes fine-tune categorical policies only, not "
                      f"{arch['type']!r}")
   data = load_probe_data(probe_dirs, base.input_names, weight_unit, weight_cap,
-                         heldout_fraction, weighting)
+                         heldout_fraction, weighting, regression_penalty, default_sizes)
   if len(data["probe_y"]) == 0:
     raise ValueError(f"{', '.join(map(str, probe_dirs))}: no probe changed a module's size; "
                      f"nothing to learn from")
@@ -188,7 +215,8 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
              "heldout_probes": int(ph.sum()), "anchors": int(len(ay)), "epochs": epochs,
              "learning_rate": learning_rate, "probe_weight": probe_weight,
              "anchor_targets": anchor_targets, "weighting": weighting,
-             "weight_unit": weight_unit, "weight_cap": weight_cap}
+             "weight_unit": weight_unit, "weight_cap": weight_cap,
+             "regression_penalty": regression_penalty}
   with open(pathlib.Path(out) / "probe_metrics.json", "w") as f:
     json.dump(metrics, f, indent=1)
   print(f"train on probes: held-out probe agreement {before['heldout_probe'][0]:.3f} -> "

@@ -56,6 +56,14 @@ def test_ledger_counts_a_cut_stage_and_refuses_another_chain(tmp_path):
   with pytest.raises(ValueError, match="chain.json: a chain with max_probes=16"):
     probe_chain.Ledger(tmp_path / "chain.json",
                        probe_chain.ChainConfig(corpus="c", output=str(tmp_path), max_probes=8))
+  with pytest.raises(ValueError, match="regression_penalty=0.0 is here, not 1.0"):
+    probe_chain.Ledger(tmp_path / "chain.json", probe_chain.ChainConfig(
+        corpus="c", output=str(tmp_path), regression_penalty=1.0))
+  # A ledger written before a setting existed reads it as its default.
+  d = json.loads((tmp_path / "chain.json").read_text())
+  del d["config"]["regression_penalty"]
+  (tmp_path / "chain.json").write_text(json.dumps(d))
+  probe_chain.Ledger(tmp_path / "chain.json", cfg)
   with pytest.raises(ValueError, match="next_policy"):
     probe_chain.ChainConfig(corpus="c", output="o", next_policy="best").check()
 
