@@ -206,6 +206,10 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
   """Runs (or resumes) the chain; returns the ledger's data."""
   from mlgo.training import bc, probe_tuning, rollouts, trace  # pylint: disable=import-outside-toplevel
   cfg.check()
+  if cfg.start:  # a bad start fails before anything is compiled, naming the dir
+    got = policy_io.load_policy(cfg.start).problem
+    if got != cfg.problem:
+      raise ValueError(f"{cfg.start}: a policy for {got!r}; this chain trains {cfg.problem!r}")
   out = pathlib.Path(cfg.output)
   out.mkdir(parents=True, exist_ok=True)
   led = Ledger(out / "chain.json", cfg)
@@ -231,7 +235,9 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
   start = out / "start"
   if cfg.start:
     if not start.exists():
-      shutil.copytree(cfg.start, start)
+      shutil.rmtree(out / "start.tmp", ignore_errors=True)  # a cut copy
+      shutil.copytree(cfg.start, out / "start.tmp")
+      (out / "start.tmp").rename(start)
   else:
     def make_trace():
       shutil.rmtree(out / "trace", ignore_errors=True)  # a cut trace is made again
@@ -239,9 +245,11 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
                                    sampling_rate=cfg.trace_sampling, jobs=cfg.jobs,
                                    timeout=cfg.timeout, seed=cfg.seed, split="train")
     led.run("trace", make_trace, cfg.jobs, stream)
-    led.run("bc", lambda: bc.train_bc(out / "trace", start, epochs=cfg.bc_epochs,
-                                      seed=cfg.seed), cfg.jobs, stream)
-  policy_io.load_policy(start)  # a bad start fails here, naming the dir
+
+    def clone():
+      shutil.rmtree(start, ignore_errors=True)  # a cut clone is made again
+      bc.train_bc(out / "trace", start, epochs=cfg.bc_epochs, seed=cfg.seed)
+    led.run("bc", clone, cfg.jobs, stream)
   led.data["made_at"].setdefault("start", led.cpu_hours())
 
   policy, name = start, "start"

@@ -148,3 +148,16 @@ def test_rerun_adds_rounds_reruns_cut_stage_and_stops_at_budget(chain):
   d4 = probe_chain.run(cfg4)
   assert "probe-4" not in d4["stages"]
   assert d4["selected"] in d4["policies"]
+
+
+def test_bad_start_names_the_dir(tmp_path):
+  (tmp_path / "nopolicy").mkdir()
+  cfg = probe_chain.ChainConfig(corpus=str(tmp_path), output=str(tmp_path / "out"),
+                                start=str(tmp_path / "nopolicy"))
+  with pytest.raises(Exception, match="nopolicy"):
+    probe_chain.run(cfg)
+  assert not (tmp_path / "out").exists()
+  cfg.start = str(testing.shipped_policy("inlining_oz"))
+  with pytest.raises(ValueError, match="inlining_oz: a policy for 'inlining'; this chain "
+                     "trains 'inlining_ir2vec'"):
+    probe_chain.run(cfg)
