@@ -33,7 +33,9 @@ def main(argv=None):
   ap.add_argument("--jobs", type=int, default=2, help="parallel compiles")
   ap.add_argument("--max_probes", type=int, default=16, help="probes per module a round")
   ap.add_argument("--flips_per_compile", type=int, default=4)
-  ap.add_argument("--credit", default="function_size", choices=["function_size", "ir2native"])
+  ap.add_argument("--credit", default="function_size", choices=["function_size", "ir2native"],
+                  help="function_size: flips compiled with remarks, needed for "
+                  "--flips_per_compile > 1; ir2native (no model given): plain single flips")
   ap.add_argument("--random_fraction", type=float, default=0.25)
   ap.add_argument("--next_policy", default="tuned", choices=["tuned", "average"],
                   help="the next round probes the tuned policy, or its weight average "

@@ -9,8 +9,9 @@ never looks past the training split.
           comes free from the greedy compiles of the probe round that started from it
           (the same compile evaluate makes: same bytes)
   select  the policy with the lowest training-split total among those with at most
-          `max_regressed_pct` of training modules more than 1% bigger (the start only if
-          nothing else qualifies), copied to OUTPUT/policy
+          `max_regressed_pct` of training modules more than 1% bigger (the start is one
+          of the candidates; if none qualifies, the fewest regressed), copied to
+          OUTPUT/policy
 
 OUTPUT/chain.json is the ledger: every stage with its wall seconds and CPU-hours, counted
 as wall time x the workers the chain uses (how the shipped models' TRAINING.md counts
