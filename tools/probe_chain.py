@@ -2,7 +2,7 @@
 policy), then rounds of rollout probes and fine-tuning, with a CPU-hour ledger.
 
   bazel run //tools:probe_chain -- --output=DIR [--corpus=DIR] [--start=POLICY]
-      [--rounds=6] [--cpu_hours=H] [--max_probes=16] [--flips_per_compile=4]
+      [--ppo_iterations=N] [--rounds=6] [--cpu_hours=H] [--max_probes=16]
 Each round probes the current policy on the training split (several flips a compile,
 each credited by its own functions' measured sizes: mlgo.training.multi_flip) and
 fine-tunes it on the last two rounds' probes. The policy kept (DIR/policy) has the lowest
@@ -27,6 +27,10 @@ def main(argv=None):
                   help="inlining_ir2vec (default) also sees instruction mixes (LLVM 22)")
   ap.add_argument("--start", help="start policy dir (default: a behavioral clone of the "
                   "default heuristic, made by the chain)")
+  ap.add_argument("--ppo_iterations", type=int, default=0,
+                  help="PPO iterations from the start before the probe rounds (0: none)")
+  ap.add_argument("--ppo_gin", default="configs/inlining.gin",
+                  help="the PPO stage's gin file (PPOConfig.jobs is --jobs)")
   ap.add_argument("--rounds", type=int, default=6, help="probe rounds, at most")
   ap.add_argument("--cpu_hours", type=float,
                   help="budget: no round starts that would end past it")
@@ -56,6 +60,7 @@ def main(argv=None):
       corpus=str(corpus.corpus_arg(a.corpus, get_problem(a.problem).corpus_opt)),
       output=str(user_path(a.output)), problem=a.problem,
       start=str(user_path(a.start)) if a.start else None, rounds=a.rounds,
+      ppo_iterations=a.ppo_iterations, ppo_gin=a.ppo_gin,
       cpu_hours=a.cpu_hours, jobs=a.jobs, max_probes=a.max_probes,
       flips_per_compile=a.flips_per_compile, credit=a.credit,
       random_fraction=a.random_fraction, next_policy=a.next_policy,

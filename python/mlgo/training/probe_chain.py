@@ -3,6 +3,9 @@ rollout probes and fine-tuning, with a ledger of CPU-hours and a selection rule 
 never looks past the training split.
 
   start   a behavioral clone of the default (trace + BC), or a given policy
+  ppo     optionally, PPO from the start (the one trainer, a gin file; its best
+          validated policy goes on): it moves every decision at once, a probe round
+          only the few it probes
   round r probe_corpus(policy_r) -> train_on_probes(policy_r, probes of rounds r-1, r)
           [-> weight average with policy_r] = policy_r+1
   final   policy_N+1 evaluated on the training split; every earlier policy's figure
@@ -52,6 +55,8 @@ class ChainConfig:
   probe_rounds_kept: int = 2        # fine-tuning reads this many latest rounds' probes
   regression_penalty: float = 0.0   # probe_tuning: bytes past 1.01 x default weigh 1 + this
   max_regressed_pct: float = 3.0
+  ppo_iterations: int = 0           # > 0: a PPO stage between the start and the rounds
+  ppo_gin: str = "configs/inlining.gin"
   trace_sampling: float = 0.25
   bc_epochs: int = 2
   seed: int = 0
@@ -78,7 +83,8 @@ class Ledger:
       old = self.data.get("config", {})
       fields = {f.name: f.default for f in dataclasses.fields(ChainConfig)}
       for k in ("corpus", "problem", "start", "jobs", "max_probes", "flips_per_compile",
-                "credit", "next_policy", "seed", "regression_penalty"):
+                "credit", "next_policy", "seed", "regression_penalty", "ppo_iterations",
+                "ppo_gin"):
         was = old.get(k, fields[k])  # a ledger older than the field: its default
         if was != getattr(config, k):
           raise ValueError(f"{self.path}: a chain with {k}={was!r} is here, not "
@@ -253,7 +259,22 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     led.run("bc", clone, cfg.jobs, stream)
   led.data["made_at"].setdefault("start", led.cpu_hours())
 
+  dirs = {"start": start}  # policy name -> its dir
   policy, name = start, "start"
+  if cfg.ppo_iterations:
+    def train_ppo():
+      from mlgo.training import cli, ppo  # pylint: disable=import-outside-toplevel
+      cli.parse_and_bind_gin([cfg.ppo_gin], [f"PPOConfig.jobs={cfg.jobs}",
+                                             f"PPOConfig.compile_timeout={cfg.timeout}"])
+      trace_dir = out / "trace"
+      ppo.Trainer(cfg.corpus, out / "ppo", problem_name=cfg.problem, warmstart=start,
+                  trace=trace_dir if trace_dir.exists() else None, stream=stream
+                  ).run(cfg.ppo_iterations)
+    led.run("ppo", train_ppo, cfg.jobs, stream)
+    best = out / "ppo" / "best_policy"
+    policy, name = (best if best.exists() else out / "ppo" / "policy"), "ppo"
+    dirs[name] = policy
+    led.data["made_at"].setdefault(name, led.cpu_hours())
   for r in range(1, cfg.rounds + 1):
     rdir = out / f"round-{r:02d}"
     nxt = rdir / cfg.next_policy
@@ -289,6 +310,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
       led.run(f"average-{r}", lambda p=policy, d=rdir: policy_io.average_policies(
           [p, d / "tuned"], d / "average"), cfg.jobs, stream)
     policy, name = nxt, f"round-{r:02d}"
+    dirs[name] = policy
     led.data["made_at"].setdefault(name, led.cpu_hours())
 
   if name not in led.data["policies"]:
@@ -297,12 +319,15 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
         timeout=cfg.timeout, stream=quiet), cfg.jobs, stream)
     with open(out / f"evaluate-{name}" / "per_key.csv") as f:
       measure(name, {row["module"]: float(row["policy"]) for row in csv.DictReader(f)},
-              int(name.split("-")[1]) if name != "start" else 0)
+              int(name.split("-")[1]) if name.startswith("round-") else 0)
 
-  sel = select(led.data["policies"], cfg.max_regressed_pct)
+  # Candidates: the policies of this chain as configured (a rerun with fewer rounds
+  # leaves later rounds' figures in the ledger, not in the choice).
+  sel = select({k: v for k, v in led.data["policies"].items() if k in dirs},
+               cfg.max_regressed_pct)
   led.data["selected"] = sel
   led.data["cpu_hours"] = led.cpu_hours()
-  src = start if sel == "start" else out / sel / cfg.next_policy
+  src = dirs[sel]
   shutil.rmtree(out / "policy", ignore_errors=True)
   shutil.copytree(src, out / "policy")
   led.save()

@@ -161,3 +161,21 @@ def test_bad_start_names_the_dir(tmp_path):
   with pytest.raises(ValueError, match="inlining_oz: a policy for 'inlining'; this chain "
                      "trains 'inlining_ir2vec'"):
     probe_chain.run(cfg)
+
+
+def test_ppo_stage_between_start_and_rounds(tmp_path):
+  corpus = testing.make_tiny_corpus(tmp_path / "corpus", PROGRAMS, llvm_version=22,
+                                    opt="Oz", heldout=("strings",))
+  cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(tmp_path / "out"), rounds=1,
+                                max_probes=8, trace_sampling=1.0, ppo_iterations=1,
+                                ppo_gin="configs/inlining_function_size.gin")
+  data = probe_chain.run(cfg)
+  assert list(data["stages"]) == ["default", "trace", "bc", "ppo", "probe-1", "tune-1",
+                                  "evaluate-round-01"]
+  # Round 1 probed the PPO stage's policy, so that is the policy measured first.
+  assert set(data["policies"]) == {"ppo", "round-01"}
+  assert json.loads((tmp_path / "out" / "ppo" / "log.jsonl").read_text().splitlines()[-1])
+  index = json.loads((tmp_path / "out" / "round-01" / "probes" / "index.json").read_text())
+  assert pathlib.Path(index["policy"]).parent == tmp_path / "out" / "ppo"
+  with pytest.raises(ValueError, match="ppo_iterations=1 is here, not 2"):
+    probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "ppo_iterations": 2}))
