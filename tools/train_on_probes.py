@@ -42,7 +42,7 @@ def main(argv=None):
   a = ap.parse_args(argv)
   workers.apply_flags(a)
   from mlgo.training import probe_chain, probe_tuning  # pylint: disable=import-outside-toplevel
-  defaults = probe_chain.default_sizes(user_path(a.default_sizes)) if a.default_sizes else None
+  defaults = probe_chain.module_scores(user_path(a.default_sizes)) if a.default_sizes else None
   m = probe_tuning.train_on_probes(user_path(a.policy),
                                    [user_path(p) for p in a.probes.split(",") if p],
                                    user_path(a.output), epochs=a.epochs,

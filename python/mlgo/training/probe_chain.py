@@ -143,13 +143,13 @@ class Ledger:
           f"spent)", file=stream, flush=True)
 
 
-def default_sizes(per_key_csv) -> dict:
-  """module -> the default's score, from an evaluate per_key.csv (any policy's: every
-  row has the default's score; per-function rows are summed per module)."""
+def module_scores(per_key_csv, column: str = "default") -> dict:
+  """module -> its score in `column` ("default" or "policy") of an evaluate per_key.csv
+  (any policy's file has the default's column; per-function rows are summed per module)."""
   out = {}
   with open(per_key_csv) as f:
     for r in csv.DictReader(f):
-      out[r["module"]] = out.get(r["module"], 0.0) + float(r["default"])
+      out[r["module"]] = out.get(r["module"], 0.0) + float(r[column])
   return out
 
 
@@ -237,7 +237,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
   led.run("default", lambda: evaluate(
       cfg.problem, cfg.corpus, "default", out / "default-train", split="train",
       jobs=cfg.jobs, timeout=cfg.timeout, stream=quiet), cfg.jobs, stream)
-  defaults = default_sizes(out / "default-train" / "per_key.csv")
+  defaults = module_scores(out / "default-train" / "per_key.csv")
 
   start = out / "start"
   if cfg.start:
@@ -317,9 +317,8 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     led.run(f"evaluate-{name}", lambda p=policy: evaluate(
         cfg.problem, cfg.corpus, p, out / f"evaluate-{name}", split="train", jobs=cfg.jobs,
         timeout=cfg.timeout, stream=quiet), cfg.jobs, stream)
-    with open(out / f"evaluate-{name}" / "per_key.csv") as f:
-      measure(name, {row["module"]: float(row["policy"]) for row in csv.DictReader(f)},
-              int(name.split("-")[1]) if name.startswith("round-") else 0)
+    measure(name, module_scores(out / f"evaluate-{name}" / "per_key.csv", "policy"),
+            int(name.split("-")[1]) if name.startswith("round-") else 0)
 
   # Candidates: the policies of this chain as configured (a rerun with fewer rounds
   # leaves later rounds' figures in the ledger, not in the choice).
