@@ -48,6 +48,11 @@ def main(argv=None):
                   "functions) share one compile, each credited by its own caller's and "
                   "callee's measured size (mlgo.training.multi_flip); K times fewer "
                   "compiles, at the credit's error")
+  ap.add_argument("--flip_compiles", type=int, default=0,
+                  help="with --flips_per_compile > 1: spend this many flip compiles on a "
+                  "large module (fewer on a small one, ~sqrt(decisions)/2) and pack each "
+                  "with as many flips as its functions allow, instead of --max_probes "
+                  "(0: off)")
   workers.add_flags(ap)
   a = ap.parse_args(argv)
   workers.apply_flags(a)
@@ -63,7 +68,8 @@ def main(argv=None):
                             seed=a.seed,
                             credit_model=str(user_path(a.credit_model)) if a.credit_model
                             else None, credit_kind=a.credit,
-                            flips_per_compile=a.flips_per_compile)
+                            flips_per_compile=a.flips_per_compile,
+                            flip_compiles=a.flip_compiles)
   return 0 if s["modules"] or not s["failed"] else 1
 
 

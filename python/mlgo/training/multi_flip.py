@@ -95,6 +95,58 @@ def group_positions(positions, callers, callees, per_compile: int) -> list:
   return groups
 
 
+def pack_groups(candidates, callers, callees, compiles: int, per_compile: int,
+                limit: int, groups: list | None = None) -> list:
+  """First fit of `candidates` (positions, most wanted first) into at most `compiles`
+  groups of at most `per_compile`, no function shared within a group, until `limit`
+  positions are placed in all; a candidate that fits nowhere is skipped. `groups` (lists,
+  extended in place) continues an earlier packing. The cost is fixed (`compiles`) and
+  the flips are as many as the module's functions allow: a big module, whose compile is
+  dear and which holds most of the bytes, gets up to compiles x per_compile probes."""
+  groups = [] if groups is None else groups
+  used = [{f for p in g for f in (callers[p], callees[p])} for g in groups]
+  placed = {p for g in groups for p in g}
+  for p in (int(x) for x in candidates):
+    if sum(len(g) for g in groups) >= limit:
+      break
+    if p in placed:
+      continue
+    fns = {callers[p], callees[p]}
+    for g, u in zip(groups, used):
+      if len(g) < per_compile and not (fns & u):
+        g.append(p)
+        u |= fns
+        placed.add(p)
+        break
+    else:
+      if len(groups) < compiles:
+        groups.append([p])
+        used.append(set(fns))
+        placed.add(p)
+  return groups
+
+
+def packed_positions(margins, eligible, callers, callees, compiles: int, per_compile: int,
+                     random_fraction: float, rng) -> tuple:
+  """(sorted positions, their groups) for `compiles` flip compiles of up to `per_compile`
+  flips: the decisions the policy is least sure of first, then a `random_fraction` of the
+  slots for others drawn uniformly (as `rollouts.choose_positions` does for single flips)."""
+  cand = np.flatnonzero(eligible)
+  if len(cand) == 0 or compiles < 1:
+    return np.zeros(0, np.int64), []
+  if len(callers) < len(margins) or len(callees) < len(margins):
+    raise ValueError(f"the greedy compile names {len(callers)} decisions' callers, "
+                     f"not {len(margins)}: no function_size annotations to pack by")
+  slots = compiles * per_compile
+  n_rand = int(round(slots * random_fraction))
+  low = cand[np.argsort(np.abs(margins[cand]), kind="stable")]
+  groups = pack_groups(low, callers, callees, compiles, per_compile, slots - n_rand)
+  groups = pack_groups(rng.permutation(cand), callers, callees, compiles, per_compile,
+                       slots, groups)
+  groups = [sorted(g) for g in groups]
+  return np.sort(np.asarray([p for g in groups for p in g], np.int64)), groups
+
+
 def decision_names(result) -> tuple:
   """([caller], [callee]) of every decision of a compile, in the order the policy saw
   them (over its trajectories that have decisions), from the function_size annotations."""
@@ -128,18 +180,22 @@ def pair_deltas(annotator, flipped, base):
 
 def probe_groups(module, problem, policy, base, pos, rows, actions, annotator,
                  per_compile: int, module_change, failures: list, *, compile_kw: dict,
-                 out: dict) -> list:
+                 out: dict, groups: list | None = None) -> list:
   """Runs in a probe worker after the greedy compile `base`: the probes at greedy
   positions `pos` (sorted; raw observations `rows`, greedy `actions`), several a compile.
   Fills, per probe, out["mismatch"] (not found again), out["attributed"] (credited),
   out["predicted"] (its credit, bytes) and out["features"] (the observation it was
-  flipped on); appends failed compiles to `failures`. Returns (summed credits, the
-  compile's measured module change (`module_change(result)`), flips made) per compile."""
+  flipped on); appends failed compiles to `failures`. `groups` (from `packed_positions`)
+  fixes which flips share a compile; by default `group_positions` forms them. Returns
+  (summed credits, the compile's measured module change (`module_change(result)`),
+  flips made) per compile."""
   from mlgo import env  # pylint: disable=import-outside-toplevel
   greedy_names = decision_names(base)
   keep = keep_columns(policy.input_names, policy.sizes, set(problem.probe_volatile))
   measured = []
-  for group in group_positions(pos, *greedy_names, per_compile):
+  if groups is None:
+    groups = group_positions(pos, *greedy_names, per_compile)
+  for group in groups:
     mp = MultiFlipPolicy(policy, group, rows, actions, problem.probe_alternative, keep)
     r = env.compile_module(module, problem, mp, annotator=annotator, **compile_kw)
     if not r.ok:

@@ -93,7 +93,7 @@ def probe_budget(decisions: int, max_probes: int, per_compile: int = 1) -> int:
 
 def probe_module(module, spec: dict, weights: dict, max_probes: int, random_fraction: float,
                  anchors: int, llvm_version: int, timeout: float, seed: int,
-                 annotator=None, flips_per_compile: int = 1):
+                 annotator=None, flips_per_compile: int = 1, flip_compiles: int = 0):
   """Runs in a worker: one greedy compile and its flip probes. Returns a dict of arrays
   (or {"failed": reason} when the greedy compile itself fails). With a credit annotator
   (mlgo.credit), each probe also gets the credit's predicted size change of its flip
@@ -104,7 +104,10 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   greedy compile): what the flip did to its caller and its callee's survival.
   flips_per_compile > 1 (function_size credit only): up to that many flips share a
   compile (mlgo.training.multi_flip) and each probe's score change is its credit
-  (`probe_attributed`), not the module's measured change."""
+  (`probe_attributed`), not the module's measured change. flip_compiles > 0 (with
+  flips_per_compile > 1): instead of a probe budget, a compile budget of
+  min(flip_compiles, ceil(sqrt(decisions) / 2)) flip compiles, each packed with as many
+  flips as the functions allow (multi_flip.packed_positions)."""
   from mlgo import env, problems  # pylint: disable=import-outside-toplevel
   problem = problems.get_problem(spec["problem"])
 
@@ -155,7 +158,14 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
     else:                            # how far the policy's choice leads the alternative
       r = np.arange(n)
       margins = np.where(eligible, lg[r, actions] - lg[r, np.maximum(alts, 0)], np.inf)
-  pos = choose_positions(margins, k - n_rand, n_rand, rng, eligible)
+  groups = None
+  if flip_compiles > 0:
+    c = min(flip_compiles, max(1, math.ceil(math.sqrt(int(eligible.sum())) / 2)))
+    pos, groups = multi_flip.packed_positions(
+        margins, eligible, *multi_flip.decision_names(base), c, flips_per_compile,
+        random_fraction, rng)
+  else:
+    pos = choose_positions(margins, k - n_rand, n_rand, rng, eligible)
   sizes = np.full(len(pos), np.nan)
   base_total, base_keys = scored(base)
   key_base = np.array([base_keys.get(keys[p], missing) for p in pos], np.float64)
@@ -178,7 +188,7 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
         lambda r: scored(r)[0] - base_total, failures,
         compile_kw={"llvm_version": llvm_version, "timeout": flip_timeout},
         out={"mismatch": mismatch, "attributed": attributed, "predicted": predicted,
-             "features": feats_flipped})
+             "features": feats_flipped}, groups=groups)
     sizes[attributed] = base_total + predicted[attributed]
     key_scores[attributed] = key_base[attributed] + predicted[attributed]
   for j, p in enumerate(pos if flips_per_compile == 1 else ()):
@@ -242,7 +252,8 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
                  max_modules: int | None = None, jobs: int | None = None,
                  timeout: float = 300.0, seed: int = 0, pool: str | None = None,
                  credit_model: str | None = None, credit_kind: str = "ir2native",
-                 flips_per_compile: int = 1, stream=sys.stderr) -> dict:
+                 flips_per_compile: int = 1, flip_compiles: int = 0,
+                 stream=sys.stderr) -> dict:
   """Probes every module of `split` (or a seeded sample of `max_modules`) with the
   greedy policy of `policy_dir`. Failed or hung compiles are skipped and counted.
   credit_model: an IR2Native model dir; the probes then also measure how well its
@@ -250,7 +261,10 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   credit_kind="function_size" (no model) measures the measured per-function credit the
   same way. flips_per_compile > 1 (with credit_kind="function_size"): that many flips
   share a compile, each credited by its own functions (mlgo.training.multi_flip); the
-  stats then compare the summed credits with each compile's measured change."""
+  stats then compare the summed credits with each compile's measured change.
+  flip_compiles > 0: a fixed number of flip compiles a module (at most that many, fewer
+  for small modules), each packed with up to flips_per_compile flips, in place of
+  max_probes (see probe_module)."""
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
   from mlgo.env import work  # pylint: disable=import-outside-toplevel
   from mlgo.util.progress import Progress  # pylint: disable=import-outside-toplevel
@@ -261,6 +275,11 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   if flips_per_compile > 1 and credit_kind != "function_size":
     raise ValueError("several flips a compile (flips_per_compile > 1) are credited by "
                      "the function_size credit; pass credit_kind='function_size'")
+  if flip_compiles < 0:
+    raise ValueError(f"flip_compiles must be >= 0, not {flip_compiles}")
+  if flip_compiles and flips_per_compile < 2:
+    raise ValueError("flip_compiles packs several flips a compile: it needs "
+                     "flips_per_compile > 1")
   if problems_lib.get_problem(policy.problem).probe_alternative is None:
     raise ValueError(f"{policy_dir}: problem {policy.problem!r} has no rollout probes "
                      f"(no alternative action to try; mlgo.problems.base.Problem)")
@@ -292,7 +311,8 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   with make_pool(pool, jobs) as p:
     for m in todo:
       p.submit(probe_module, m, policy.spec, policy.arch.w, max_probes, random_fraction,
-               anchors, corpus.llvm_version, timeout, seed, annotator, flips_per_compile)
+               anchors, corpus.llvm_version, timeout, seed, annotator, flips_per_compile,
+               flip_compiles)
     for r in p.results():
       name = r.item[0].name
       if not r.ok or "failed" in (r.value or {}):

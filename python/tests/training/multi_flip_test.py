@@ -35,6 +35,35 @@ def test_groups_share_no_function():
   assert multi_flip.group_positions([0, 4], callers, callees, 1) == [[0], [4]]
 
 
+def test_packing_fills_fixed_compiles_least_sure_first():
+  callers = ["a", "a", "b", "c", "d", "e", "f", "g"]
+  callees = ["x", "y", "x", "a", "z", "w", "v", "u"]
+  # At most 2 compiles of 3: 1 conflicts with 0 (caller a) and goes to the second
+  # compile; 2 conflicts with 0 (callee x), fits with 1; 3's callee is a: no room.
+  groups = multi_flip.pack_groups([0, 1, 2, 3, 4, 5, 6, 7], callers, callees, 2, 3, 100)
+  assert groups == [[0, 4, 5], [1, 2, 6]]
+  for g in groups:
+    fns = [f for p in g for f in (callers[p], callees[p])]
+    assert len(fns) == len(set(fns)), g
+  assert multi_flip.pack_groups([0, 1, 2], callers, callees, 5, 3, 2) == [[0], [1]]
+  # The least sure decisions take the slots first; the random fraction takes the rest.
+  margins = np.array([5.0, -0.1, 3.0, 0.2, -4.0, 0.3, 9.0, 8.0])
+  eligible = np.ones(8, bool)
+  eligible[5] = False
+  pos, groups = multi_flip.packed_positions(margins, eligible, callers, callees, 1, 2, 0.0,
+                                            np.random.default_rng(0))
+  # By |margin|: 1, 3, 2, 4, ... 3's callee a is 1's caller, so 3 is skipped for 2.
+  assert pos.tolist() == [1, 2], pos
+  assert groups == [[1, 2]]
+  pos, groups = multi_flip.packed_positions(margins, eligible, callers, callees, 2, 4, 0.5,
+                                            np.random.default_rng(0))
+  assert len(pos) == sum(len(g) for g in groups) <= 8 and 5 not in pos.tolist()
+  assert 1 in pos.tolist()    # the least sure one always
+  with pytest.raises(ValueError, match="annotations"):
+    multi_flip.packed_positions(margins, eligible, callers[:3], callees[:3], 1, 2, 0.0,
+                                np.random.default_rng(0))
+
+
 def test_match_key_ignores_volatile_columns_and_counts_repeats():
   rows = np.array([[1, 10, 5], [2, 11, 5], [1, 12, 5], [1, 13, 6]], np.float64)
   keep = multi_flip.keep_columns(["a", "count", "b"], [1, 1, 1], {"count"})
@@ -49,6 +78,12 @@ def test_bad_settings(tmp_path):
   pol = _oz()
   with pytest.raises(ValueError, match="function_size"):
     rollouts.probe_corpus(tmp_path, pol, tmp_path / "p", flips_per_compile=4)
+  with pytest.raises(ValueError, match="flips_per_compile > 1"):
+    rollouts.probe_corpus(tmp_path, pol, tmp_path / "p", flip_compiles=2,
+                          credit_kind="function_size")
+  with pytest.raises(ValueError, match=">= 0"):
+    rollouts.probe_corpus(tmp_path, pol, tmp_path / "p", flip_compiles=-1, flips_per_compile=4,
+                          credit_kind="function_size")
   with pytest.raises(ValueError, match="at least 1"):
     rollouts.probe_corpus(tmp_path, pol, tmp_path / "p", flips_per_compile=0,
                           credit_kind="function_size")
@@ -63,6 +98,10 @@ def probed(tmp_path_factory):
     stats[k] = rollouts.probe_corpus(corpus, _oz(), root / f"k{k}", split="all",
                                      max_probes=16, anchors=20, jobs=2, flips_per_compile=k,
                                      credit_kind="function_size")
+  # Packed: at most 2 flip compiles a module, up to 16 flips each.
+  stats["packed"] = rollouts.probe_corpus(corpus, _oz(), root / "packed", split="all",
+                                          anchors=20, jobs=2, flips_per_compile=16,
+                                          flip_compiles=2, credit_kind="function_size")
   return corpus, root, stats
 
 
@@ -101,6 +140,25 @@ def test_more_probes_a_compile_same_sites(probed):
   print(f"{len(common)} common probes, better action agrees on {agree:.3f}, "
         f"{len(done)} of {len(multi)} flips found")
   assert agree >= 0.8, agree
+
+
+def test_packed_compiles_fixed_flips_many(probed):
+  _, root, stats = probed
+  packed, four = stats["packed"], stats[4]
+  assert packed["modules"] == 4 and packed["failed"] == 0
+  # Per module one greedy compile and at most 2 flip compiles...
+  assert packed["compiles"] <= 4 * (1 + 2)
+  per = {}
+  for sh in rollouts.ProbeStore(root / "packed").shards():
+    for m, n in zip(*np.unique(sh["probe_module"], return_counts=True)):
+      per[str(sh["module_names"][m])] = int(n)
+  # ...each carrying more flips than the unpacked K=4 compiles do.
+  assert packed["multi_flips"] / packed["multi_compiles"] > \
+      four["multi_flips"] / four["multi_compiles"]
+  assert max(per.values()) > 2 * 4
+  done = [p for p in _probes(root / "packed").values() if not p["mismatch"]]
+  assert len(done) >= 0.7 * packed["probes"] > 0
+  assert all(p["attributed"] for p in done)
 
 
 def test_a_compile_reproduced(probed):
