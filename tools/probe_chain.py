@@ -37,6 +37,9 @@ def main(argv=None):
   ap.add_argument("--jobs", type=int, default=2, help="parallel compiles")
   ap.add_argument("--max_probes", type=int, default=16, help="probes per module a round")
   ap.add_argument("--flips_per_compile", type=int, default=4)
+  ap.add_argument("--flip_compiles", type=int, default=0,
+                  help="> 0: that many flip compiles a large module, each packed with up to "
+                  "--flips_per_compile flips, instead of --max_probes (probe_decisions)")
   ap.add_argument("--credit", default="function_size", choices=["function_size", "ir2native"],
                   help="function_size: flips compiled with remarks, needed for "
                   "--flips_per_compile > 1; ir2native (no model given): plain single flips")
@@ -62,7 +65,7 @@ def main(argv=None):
       start=str(user_path(a.start)) if a.start else None, rounds=a.rounds,
       ppo_iterations=a.ppo_iterations, ppo_gin=a.ppo_gin,
       cpu_hours=a.cpu_hours, jobs=a.jobs, max_probes=a.max_probes,
-      flips_per_compile=a.flips_per_compile, credit=a.credit,
+      flips_per_compile=a.flips_per_compile, flip_compiles=a.flip_compiles, credit=a.credit,
       random_fraction=a.random_fraction, next_policy=a.next_policy,
       probe_rounds_kept=a.probe_rounds_kept, regression_penalty=a.regression_penalty,
       max_regressed_pct=a.max_regressed_pct,

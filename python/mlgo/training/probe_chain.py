@@ -49,6 +49,7 @@ class ChainConfig:
   jobs: int = 2
   max_probes: int = 16
   flips_per_compile: int = 4
+  flip_compiles: int = 0            # > 0: that many flip compiles a module, packed (rollouts)
   credit: str = "function_size"
   random_fraction: float = 0.25
   next_policy: str = "tuned"        # "tuned" or "average" (of the probed and tuned policy)
@@ -69,6 +70,8 @@ class ChainConfig:
       raise ValueError("rounds >= 0, probe_rounds_kept >= 1 and jobs >= 1 are needed")
     if self.flips_per_compile > 1 and self.credit != "function_size":
       raise ValueError("flips_per_compile > 1 needs credit='function_size'")
+    if self.flip_compiles and self.flips_per_compile < 2:
+      raise ValueError("flip_compiles > 0 packs flips: it needs flips_per_compile > 1")
 
 
 class Ledger:
@@ -83,7 +86,7 @@ class Ledger:
       old = self.data.get("config", {})
       fields = {f.name: f.default for f in dataclasses.fields(ChainConfig)}
       for k in ("corpus", "problem", "start", "jobs", "max_probes", "flips_per_compile",
-                "credit", "next_policy", "seed", "regression_penalty", "ppo_iterations",
+                "flip_compiles", "credit", "next_policy", "seed", "regression_penalty", "ppo_iterations",
                 "ppo_gin"):
         was = old.get(k, fields[k])  # a ledger older than the field: its default
         if was != getattr(config, k):
@@ -291,7 +294,8 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
         cfg.corpus, p, d / "probes", split="train", max_probes=cfg.max_probes,
         random_fraction=cfg.random_fraction, jobs=cfg.jobs, timeout=cfg.timeout,
         seed=cfg.seed + r, credit_kind=cfg.credit,
-        flips_per_compile=cfg.flips_per_compile, stream=stream), cfg.jobs, stream)
+        flips_per_compile=cfg.flips_per_compile, flip_compiles=cfg.flip_compiles,
+        stream=stream), cfg.jobs, stream)
     if name not in led.data["policies"]:
       measure(name, probe_sizes(rdir / "probes"), r - 1)
     kept = [out / f"round-{k:02d}" / "probes"

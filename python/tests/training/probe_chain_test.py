@@ -64,8 +64,14 @@ def test_ledger_counts_a_cut_stage_and_refuses_another_chain(tmp_path):
   del d["config"]["regression_penalty"]
   (tmp_path / "chain.json").write_text(json.dumps(d))
   probe_chain.Ledger(tmp_path / "chain.json", cfg)
+  with pytest.raises(ValueError, match="flip_compiles=0 is here, not 4"):
+    probe_chain.Ledger(tmp_path / "chain.json", probe_chain.ChainConfig(
+        corpus="c", output=str(tmp_path), flip_compiles=4))
   with pytest.raises(ValueError, match="next_policy"):
     probe_chain.ChainConfig(corpus="c", output="o", next_policy="best").check()
+  with pytest.raises(ValueError, match="flips_per_compile > 1"):
+    probe_chain.ChainConfig(corpus="c", output="o", flip_compiles=4,
+                            flips_per_compile=1).check()
 
 
 @pytest.fixture(scope="module")
