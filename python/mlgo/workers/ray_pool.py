@@ -70,7 +70,11 @@ def connect(address: str | None = None, *, num_cpus: int | None = None):
       return ray
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     kw = dict(log_to_driver=False, logging_level=logging.WARNING,
-              runtime_env={"py_modules": [str(_PKG_DIR)]}, namespace="mlgo")
+              runtime_env={"py_modules": [str(_PKG_DIR)],
+                           # Ray's workers load numpy before mlgo: pass the setting.
+                           "env_vars": {"OPENBLAS_NUM_THREADS":
+                                        os.environ.get("OPENBLAS_NUM_THREADS", "1")}},
+              namespace="mlgo")
     if address:
       kw["address"] = address
     else:

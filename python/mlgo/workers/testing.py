@@ -42,3 +42,12 @@ def file_of(item):
   """(path, bytes) of a work item's `bc_path`: what a compile on the worker would read."""
   with open(item.bc_path, "rb") as f:
     return item.bc_path, f.read()
+
+
+def blas_threads() -> int:
+  """Threads of this process after a numpy matrix product (OpenBLAS starts its pool
+  when numpy loads)."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  a = np.ones((200, 200))
+  _ = a @ a
+  return len(os.listdir("/proc/self/task"))

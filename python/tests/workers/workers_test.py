@@ -63,3 +63,29 @@ def test_in_submission_order_whatever_finishes_first(cls):
         (finished.append(r.value) or r for r in pool.results()), ids)]
   assert ordered == ["a", "b", "c", "d"]
   assert finished != ordered  # the pool itself did yield them out of order
+
+
+def test_workers_run_numpy_on_one_blas_thread():
+  """A worker answering decisions one at a time must not start a BLAS thread per core
+  (their spinning takes the compilers' cores): `import mlgo` sets one thread."""
+  import sys  # pylint: disable=import-outside-toplevel
+  import subprocess  # pylint: disable=import-outside-toplevel
+  with ProcessPool(2) as pool:
+    for _ in range(2):
+      pool.submit(fns.blas_threads)
+    assert [r.value for r in pool.results()] == [1, 1]
+  # The same product without the setting: OpenBLAS takes a thread per core.
+  env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+  code = ("import os, numpy as np; a = np.ones((200, 200)); a @ a; "
+          "print(len(os.listdir('/proc/self/task')))")
+  plain = int(subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                             capture_output=True, text=True).stdout)
+  if (os.cpu_count() or 1) >= 2:
+    assert plain >= 2
+  # A user's own setting is kept.
+  env["OPENBLAS_NUM_THREADS"] = "2"
+  kept = subprocess.run([sys.executable, "-c", "import mlgo, os; "
+                         "print(os.environ['OPENBLAS_NUM_THREADS'])"], env=env, check=True,
+                        capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(
+                            os.path.abspath(__import__("mlgo").__file__)))).stdout.strip()
+  assert kept == "2"
