@@ -81,18 +81,8 @@ def keep_columns(input_names, sizes, volatile) -> np.ndarray:
 def group_positions(positions, callers, callees, per_compile: int) -> list:
   """Positions in compiles of at most `per_compile`, no function shared between two
   decisions of one compile (first fit, in position order)."""
-  groups, used = [], []
-  for p in sorted(int(x) for x in positions):
-    fns = {callers[p], callees[p]}
-    for g, u in zip(groups, used):
-      if len(g) < per_compile and not (fns & u):
-        g.append(p)
-        u |= fns
-        break
-    else:
-      groups.append([p])
-      used.append(set(fns))
-  return groups
+  pos = sorted(int(x) for x in positions)
+  return pack_groups(pos, callers, callees, len(pos), per_compile, len(pos))
 
 
 def pack_groups(candidates, callers, callees, compiles: int, per_compile: int,
@@ -107,7 +97,7 @@ def pack_groups(candidates, callers, callees, compiles: int, per_compile: int,
   used = [{f for p in g for f in (callers[p], callees[p])} for g in groups]
   placed = {p for g in groups for p in g}
   for p in (int(x) for x in candidates):
-    if sum(len(g) for g in groups) >= limit:
+    if len(placed) >= limit:
       break
     if p in placed:
       continue

@@ -1,5 +1,8 @@
 """Worker pools: streaming results, failures, crashes, deadline cancellation."""
 import os
+import pathlib
+import subprocess
+import sys
 import time
 
 import pytest
@@ -68,8 +71,6 @@ def test_in_submission_order_whatever_finishes_first(cls):
 def test_workers_run_numpy_on_one_blas_thread():
   """A worker answering decisions one at a time must not start a BLAS thread per core
   (their spinning takes the compilers' cores): `import mlgo` sets one thread."""
-  import sys  # pylint: disable=import-outside-toplevel
-  import subprocess  # pylint: disable=import-outside-toplevel
   with ProcessPool(2) as pool:
     for _ in range(2):
       pool.submit(fns.blas_threads)
@@ -83,9 +84,10 @@ def test_workers_run_numpy_on_one_blas_thread():
   if (os.cpu_count() or 1) >= 2:
     assert plain >= 2
   # A user's own setting is kept.
+  import mlgo  # pylint: disable=import-outside-toplevel
   env["OPENBLAS_NUM_THREADS"] = "2"
+  env["PYTHONPATH"] = str(pathlib.Path(mlgo.__file__).parents[1])
   kept = subprocess.run([sys.executable, "-c", "import mlgo, os; "
                          "print(os.environ['OPENBLAS_NUM_THREADS'])"], env=env, check=True,
-                        capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(
-                            os.path.abspath(__import__("mlgo").__file__)))).stdout.strip()
+                        capture_output=True, text=True).stdout.strip()
   assert kept == "2"
