@@ -148,8 +148,6 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
       j += 1
   eligible = alts >= 0
   rng = module_rng(module.name, seed)
-  k = probe_budget(int(eligible.sum()), max_probes, flips_per_compile)
-  n_rand = int(round(k * random_fraction))
   margins = np.zeros(n)
   if n:
     lg = policy.arch.dist_params(policy.normalizer.encode_scalar_rows(feats))["logits"]
@@ -165,6 +163,8 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
         margins, eligible, *multi_flip.decision_names(base), c, flips_per_compile,
         random_fraction, rng)
   else:
+    k = probe_budget(int(eligible.sum()), max_probes, flips_per_compile)
+    n_rand = int(round(k * random_fraction))
     pos = choose_positions(margins, k - n_rand, n_rand, rng, eligible)
   sizes = np.full(len(pos), np.nan)
   base_total, base_keys = scored(base)
