@@ -3,6 +3,7 @@ policy), then rounds of rollout probes and fine-tuning, with a CPU-hour ledger.
 
   bazel run //tools:probe_chain -- --output=DIR [--corpus=DIR] [--start=POLICY]
       [--ppo_iterations=N] [--rounds=6] [--cpu_hours=H] [--max_probes=16]
+      [--flips_per_compile=4] [--flip_compiles=C]
 Each round probes the current policy on the training split (several flips a compile,
 each credited by its own functions' measured sizes: mlgo.training.multi_flip) and
 fine-tunes it on the last two rounds' probes. The policy kept (DIR/policy) has the lowest
