@@ -16,8 +16,8 @@ C_PACKAGES = ("bzip2", "brotli", "cjson", "jansson", "libyaml", "lua5.4", "lz4",
 CXX_PACKAGES = ("tinyxml2", "libjsoncpp", "fmtlib", "yaml-cpp", "snappy", "leveldb")
 DEFAULT_PACKAGES = C_PACKAGES + CXX_PACKAGES
 # More packages, disjoint from the default set, that build without a configure step. The
-# inlining model's probe rounds use their training split to widen what it has seen
-# (models/inlining_oz/TRAINING.md); any other corpus stays unseen code for evaluation.
+# shipped inlining models never trained on them (models/inlining_oz*/TRAINING.md);
+# models/regalloc_eviction_wide did. Made for widening probe data; mostly evaluation.
 EXTRA_PACKAGES = ("re2", "double-conversion", "woff2", "tinyxml", "taglib", "expat",
                   "giflib", "lzo2", "libpng1.6", "zopfli")
 # Never used in training, probing or selection, by any problem: what a user's own code
