@@ -2,7 +2,7 @@
 
 PROGRAMS: each built from a Debian source package fetched at run time, with a
 deterministic workload. Inputs (runtime_workloads, make_input, the lua script) and
-drivers for library packages (runtime_drivers, runtime_drivers_heldout) are
+drivers for library packages (runtime_drivers: C/C++ files in drivers/) are
 project-written; nothing third-party is committed. Every program has a role:
   model    its profiles may be used to fit a performance model (packages of the
            default corpus set, or others outside @extra/@unseen)
@@ -19,7 +19,7 @@ import random
 import re
 import shutil
 
-from mlgo.evaluation import runtime_drivers, runtime_drivers_heldout, runtime_workloads
+from mlgo.evaluation import runtime_drivers, runtime_workloads
 from mlgo.util import cli
 
 
@@ -124,7 +124,7 @@ PROGRAMS = [
             ["-I."], ["-lm"], ["{work}/doc.json", "2"], None, role="model",
             workload="our driver: parse, print, compare, sort, diff and patch a generated "
                      "JSON document (2 rounds)",
-            gen_files={"cjson_run.c": runtime_drivers.CJSON_DRIVER}),
+            gen_files=runtime_drivers.gen_files("cjson_run.c")),
     Program("jansson", "jansson",
             _c("dump error hashtable hashtable_seed load memory pack_unpack strbuffer "
                "strconv utf value version", "src/{}.c") + ["{gen}/jansson_run.c"],
@@ -132,9 +132,8 @@ PROGRAMS = [
             ["{work}/doc.json", "2"], None, role="model",
             workload="our driver: parse, dump (sorted, ASCII), compare, unpack and index "
                      "the generated JSON document (2 rounds)",
-            gen_files={"jansson_run.c": runtime_drivers.JANSSON_DRIVER,
-                       "jansson_config.h": runtime_drivers.JANSSON_CONFIG,
-                       "jansson_private_config.h": runtime_drivers.JANSSON_PRIVATE_CONFIG}),
+            gen_files=runtime_drivers.gen_files("jansson_run.c", "jansson_config.h",
+                                                "jansson_private_config.h")),
     Program("libyaml", "libyaml",
             _c("api dumper emitter loader parser reader scanner writer", "src/{}.c")
             + ["{gen}/yaml_run.c"],
@@ -143,7 +142,7 @@ PROGRAMS = [
             ["{work}/doc.yaml"], None, role="model",
             workload="our driver: re-emit a generated YAML stream event by event, then load "
                      "and dump it canonically",
-            gen_files={"yaml_run.c": runtime_drivers.YAML_DRIVER}),
+            gen_files=runtime_drivers.gen_files("yaml_run.c")),
     Program("pcre2grep", "pcre2",
             _c("auto_possess compile config context convert dfa_match error extuni "
                "find_bracket maketables match match_data newline ord2utf pattern_info "
@@ -167,8 +166,7 @@ PROGRAMS = [
             ["{input}", "2"], None, role="model",
             workload="our driver: SHA-2, AES-CBC/CTR/GCM, ChaCha20-Poly1305 over the "
                      "generated text and 1024-bit modular exponentiation (2 rounds)",
-            gen_files={"mbedtls_run.c": runtime_drivers.MBEDTLS_DRIVER,
-                       "mlgo_mbedtls_config.h": runtime_drivers.MBEDTLS_CONFIG}),
+            gen_files=runtime_drivers.gen_files("mbedtls_run.c", "mlgo_mbedtls_config.h")),
     # role "heldout": @unseen and @extra packages, never trained on.
     Program("xxhsum", "xxhash",
             ["cli/xxhsum.c", "cli/xsum_os_specific.c", "cli/xsum_output.c",
@@ -189,7 +187,7 @@ PROGRAMS = [
             ["-Isrc"], [], ["--smart"] + ["{work}/doc.md"] * 4, None,
             role="heldout",
             workload="cmark --smart: a generated markdown document (4 times) to HTML",
-            gen_files={"config.h": runtime_drivers.CMARK_CONFIG}),
+            gen_files=runtime_drivers.gen_files(("config.h", "cmark_config.h"))),
     Program("zopfli", "zopfli",
             _c("blocksplitter cache deflate gzip_container hash katajainen lz77 squeeze tree "
                "util zlib_container zopfli_lib zopfli_bin", "src/zopfli/{}.c"),
@@ -202,17 +200,17 @@ PROGRAMS = [
             ["-Iexpat/lib"], [], ["-d", "{work}/xmlwf.out"] + ["{work}/doc.xml"] * 3, None,
             role="heldout",
             workload="expat's xmlwf: a generated XML catalog (3 times) to canonical XML",
-            gen_files={"expat_config.h": runtime_drivers.EXPAT_CONFIG,
-                       "fixed_salt.c": runtime_drivers.EXPAT_FIXED_SALT}),
+            gen_files=runtime_drivers.gen_files("expat_config.h",
+                                                ("fixed_salt.c", "expat_fixed_salt.c"))),
     Program("pugixml", "pugixml", ["src/pugixml.cpp", "{gen}/pugixml_run.cpp"],
             ["-Isrc"], [], ["{work}/doc.xml"], None, role="heldout", cxx=True,
             workload="our C++ driver: parse the XML catalog, XPath queries, edit, save",
-            gen_files={"pugixml_run.cpp": runtime_drivers.PUGIXML_DRIVER}),
+            gen_files=runtime_drivers.gen_files("pugixml_run.cpp")),
     Program("utf8proc", "utf8proc", ["utf8proc.c", "{gen}/utf8proc_run.c"],
             ["-I."], [], ["{work}/utf8.txt"], None, role="heldout",
             workload="our driver: NFC/NFD/NFKC/case folding, graphemes, widths of a "
                      "generated multi-script UTF-8 text",
-            gen_files={"utf8proc_run.c": runtime_drivers.UTF8PROC_DRIVER}),
+            gen_files=runtime_drivers.gen_files("utf8proc_run.c")),
     # Added 2026-11-26 from @extra packages; first measured with a policy after the rule
     # that judged them was written down.
     Program("lzo", "lzo2",
@@ -223,14 +221,14 @@ PROGRAMS = [
             workload="our driver: LZO1X-1, 1X-1(15), 1X-999 (levels 3 and 7, optimized), "
                      "1B-5 and 1F-1 on the generated text in blocks, safe decompression "
                      "and checks (2 rounds)",
-            gen_files={"lzo_run.c": runtime_drivers_heldout.LZO_DRIVER}),
+            gen_files=runtime_drivers.gen_files("lzo_run.c")),
     Program("gif", "giflib",
             _c("dgif_lib egif_lib gifalloc gif_err gif_font gif_hash openbsd-reallocarray "
                "quantize") + ["{gen}/gif_run.c"],
             ["-I.", "-std=gnu99"], [], ["320", "8"], None, role="heldout",
             workload="our driver: quantize, caption and GIF-encode 8 generated frames in "
                      "memory (animation and single images), decode and check them",
-            gen_files={"gif_run.c": runtime_drivers_heldout.GIF_DRIVER}),
+            gen_files=runtime_drivers.gen_files("gif_run.c")),
     Program("dconv", "double-conversion",
             _c("bignum bignum-dtoa cached-powers double-to-string fast-dtoa fixed-dtoa "
                "string-to-double strtod", "double-conversion/{}.cc")
@@ -238,7 +236,7 @@ PROGRAMS = [
             ["-I."], [], ["{work}/doc.json", "16000"], None, role="heldout", cxx=True,
             workload="our C++ driver: the JSON document's numbers and 16000 generated "
                      "doubles printed shortest/fixed/precision/exponential and read back",
-            gen_files={"dconv_run.cc": runtime_drivers_heldout.DCONV_DRIVER}),
+            gen_files=runtime_drivers.gen_files("dconv_run.cc")),
     # Debian's re2 source lacks the generated Unicode group tables; the driver defines its
     # own (ASCII and Latin-1), enough for its patterns.
     Program("re2grep", "re2",
@@ -248,7 +246,7 @@ PROGRAMS = [
             ["-I.", "-pthread"], ["-lpthread"], ["{input}"], None, role="heldout", cxx=True,
             workload="our C++ driver: a dozen regexes per line (partial, full, consume), "
                      "find/replace/extract over the generated text, RE2::Set per line",
-            gen_files={"re2_run.cc": runtime_drivers_heldout.RE2_DRIVER}),
+            gen_files=runtime_drivers.gen_files("re2_run.cc")),
     # Reserve (added 2026-11-26, not yet run with any policy): for a rule written first.
     Program("tinyxml", "tinyxml",
             ["tinyxml.cpp", "tinyxmlparser.cpp", "tinyxmlerror.cpp", "{gen}/tinyxml_run.cpp"],
@@ -256,7 +254,7 @@ PROGRAMS = [
             cxx=True,
             workload="our C++ driver: the XML catalog parsed, walked, queried, edited, "
                      "printed and parsed back (2 rounds)",
-            gen_files={"tinyxml_run.cpp": runtime_drivers_heldout.TINYXML_DRIVER}),
+            gen_files=runtime_drivers.gen_files("tinyxml_run.cpp")),
     # About a third of png's instructions are libpng's; the rest is the system zlib.
     Program("png", "libpng1.6",
             _c("png pngerror pngget pngmem pngpread pngread pngrio pngrtran pngrutil pngset "
@@ -265,7 +263,7 @@ PROGRAMS = [
              "-DPNG_POWERPC_VSX_OPT=0"], ["-lz", "-lm"], ["96", "2"], None, role="reserve",
             workload="our driver: generated images of every PNG colour type encoded in "
                      "memory with every filter, decoded four ways and checked (2 rounds)",
-            gen_files={"png_run.c": runtime_drivers_heldout.PNG_DRIVER},
+            gen_files=runtime_drivers.gen_files("png_run.c"),
             gen_copies={"pnglibconf.h": "scripts/pnglibconf.h.prebuilt"}),
 ]
 

@@ -38,6 +38,29 @@ def test_table_invariants():
   assert any(p.cxx for p in heldout)
 
 
+def test_driver_files_are_all_used_and_bring_their_shared_header(tmp_path):
+  from mlgo.evaluation import runtime_drivers as rd  # pylint: disable=import-outside-toplevel
+  on_disk = {p.read_text() for p in rd.DRIVERS.iterdir()}
+  written = {}
+  for p in rp.PROGRAMS:
+    for name, text in p.gen_files.items():
+      assert text.strip(), (p.name, name)
+      written[(p.name, name)] = text
+      if '#include "mlgo_read_file.h"' in text:
+        assert "mlgo_read_file.h" in p.gen_files, p.name  # written beside the driver
+  assert set(written.values()) == on_disk  # no orphan file in drivers/, none missing
+  # The renamed spec writes the generic name a package's sources include.
+  assert rd.gen_files(("config.h", "cmark_config.h")).keys() == {"config.h"}
+  with pytest.raises(FileNotFoundError, match="no_such_run.c"):
+    rd.gen_files("no_such_run.c")
+  # The shared header is a self-contained C header.
+  hdr = tmp_path / "use.c"
+  hdr.write_text(f'#include "{rd.DRIVERS}/mlgo_read_file.h"\n'
+                 f'#include "{rd.DRIVERS}/mlgo_read_file.h"\n'  # the guard holds
+                 "int main(void) { size_t n; return read_file(\"x\", &n) && fnv1a(\"\", 0); }\n")
+  subprocess.run([toolchain().clang, "-fsyntax-only", "-Werror", str(hdr)], check=True)
+
+
 def test_programs_by_role_and_selection(monkeypatch):
   assert rp.programs() == rp.PROGRAMS
   assert (sorted(p.name for r in rp.ROLES for p in rp.programs(r))

@@ -1,0 +1,17 @@
+#ifndef MLGO_MBEDTLS_CONFIG_H
+#define MLGO_MBEDTLS_CONFIG_H
+#define MBEDTLS_HAVE_ASM
+#define MBEDTLS_CIPHER_MODE_CBC
+#define MBEDTLS_CIPHER_MODE_CTR
+#define MBEDTLS_AES_C
+#define MBEDTLS_CIPHER_C
+#define MBEDTLS_GCM_C
+#define MBEDTLS_CHACHA20_C
+#define MBEDTLS_POLY1305_C
+#define MBEDTLS_CHACHAPOLY_C
+#define MBEDTLS_SHA256_C
+#define MBEDTLS_SHA512_C
+#define MBEDTLS_BIGNUM_C
+#define MBEDTLS_PLATFORM_C
+#include "mbedtls/check_config.h"
+#endif
