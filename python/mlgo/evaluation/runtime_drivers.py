@@ -11,7 +11,7 @@ generated-file directory. Nothing there is third-party code.
 import pathlib
 import re
 
-DRIVERS = pathlib.Path(__file__).resolve().parent / "drivers"
+DRIVERS = pathlib.Path(__file__).parent / "drivers"  # in Bazel runfiles: python/BUILD data
 _LOCAL_INCLUDE = re.compile(r'^#include "(mlgo_[a-z_]+\.h)"', re.M)
 
 
