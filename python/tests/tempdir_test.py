@@ -48,3 +48,26 @@ def test_clean_exit_and_killed_tool_leave_nothing(tmp_path):
   p.stdout.readline()
   assert p.wait() == 0
   assert not d.exists() and not list((tmp_path / "mlgo" / "tmp").iterdir())   # ... the next tool does
+
+
+INNER_TEST = """
+import os, tempfile
+def test_writes_a_temp_file():
+  assert tempfile.gettempdir() == os.environ["TMPDIR"]
+  open(tempfile.mktemp(), "w").write("x")
+  print("TMPDIR=" + os.environ["TMPDIR"])
+"""
+
+
+def test_bazel_test_runner_keeps_temp_files_in_a_dir_it_removes(tmp_path):
+  # rules/pytest_main.py, which runs every test file of `bazel test //...`: a killed
+  # training subprocess in a test had left TensorFlow's autograph files in /tmp.
+  runner = pathlib.Path(__file__).parents[2] / "rules" / "pytest_main.py"  # in runfiles too
+  (tmp_path / "inner_test.py").write_text(INNER_TEST)
+  env = {k: v for k, v in os.environ.items() if k != "XML_OUTPUT_FILE"}
+  out = subprocess.run([sys.executable, str(runner), str(tmp_path / "inner_test.py"), "-s"],
+                       env=dict(env, PYTHONPATH=os.pathsep.join(sys.path)),
+                       capture_output=True, text=True, check=True).stdout
+  d = pathlib.Path(next(l for l in out.splitlines() if "TMPDIR=" in l).split("TMPDIR=")[1])
+  assert d.name.startswith("mlgo-test-")
+  assert not d.exists()   # the file the test wrote went with the directory
