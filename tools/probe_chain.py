@@ -34,7 +34,8 @@ def main(argv=None):
                   help="the PPO stage's gin file (PPOConfig.jobs is --jobs)")
   ap.add_argument("--rounds", type=int, default=6, help="probe rounds, at most")
   ap.add_argument("--cpu_hours", type=float,
-                  help="budget: no round starts that would end past it")
+                  help="budget: no round starts that would end past it, with the "
+                       "evaluation of the policy it makes (~a quarter of a round)")
   ap.add_argument("--jobs", type=int, default=2, help="parallel compiles")
   ap.add_argument("--max_probes", type=int, default=16, help="probes per module a round")
   ap.add_argument("--flips_per_compile", type=int, default=4)

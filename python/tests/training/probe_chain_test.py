@@ -156,6 +156,13 @@ def test_rerun_adds_rounds_reruns_cut_stage_and_stops_at_budget(chain):
   assert d4["selected"] in d4["policies"]
 
 
+def test_a_round_fits_the_budget_only_with_its_policys_evaluation():
+  # Stop 42's packed rounds: 0.44 CPU-h a round, then 0.11 to evaluate the last policy.
+  assert probe_chain.round_fits(1.0, 0.44, 2.70)
+  assert not probe_chain.round_fits(2.20, 0.44, 2.70)  # 2.64 fits, 2.64 + 0.11 does not
+  assert probe_chain.round_fits(2.20, 0.44, 2.75)
+
+
 def test_bad_start_names_the_dir(tmp_path):
   (tmp_path / "nopolicy").mkdir()
   cfg = probe_chain.ChainConfig(corpus=str(tmp_path), output=str(tmp_path / "out"),
