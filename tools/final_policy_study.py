@@ -12,7 +12,7 @@ Candidates per run (RUN_DIR is a train_* output: RUN/ppo/policies/iter-N, log.js
   wide_best  the best on --wide_modules other seeded training modules (module_mean)
   wide_ens3 / wide_avg3  ensemble / average of the 3 best by the wide validation
   best40_cm / wide_best_cm  (eviction) the same policies with the cost mask put on after
-             training (architectures.eviction_architecture): same weights, the density
+             training (regalloc_architectures.eviction_architecture): same weights, the density
              inputs (all zero before, NaN normalization) given a finite normalization
              and zero first-layer weights, so only the mask changes decisions
 Everything is cached under --output (a rerun only adds what is missing); the tables go to
@@ -126,7 +126,7 @@ class Study:
 def with_cost_mask_after_training(src, dst):
   """(Eviction) `src` with the cost mask on and otherwise the same decisions (above)."""
   import numpy as np  # pylint: disable=import-outside-toplevel
-  from mlgo.policy import architectures, normalization  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import normalization, regalloc_architectures  # pylint: disable=import-outside-toplevel
   from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   p = policy_io.load_policy(src)
   spec = json.loads(json.dumps(p.spec))
@@ -139,11 +139,12 @@ def with_cost_mask_after_training(src, dst):
                          "the feature); train with the cost mask instead")
       d.update(boundaries=[0.0], levels=[1.0], mean=0.0, std=1.0)
   norms = {d["name"]: normalization.FeatureNorm.from_json(d) for d in spec["normalization"]}
-  spec["architecture"] = dict(spec["architecture"], cost_mask=architectures.eviction_architecture(
-      names, norms, spec["architecture"]["hidden"], cost_mask=True)["cost_mask"])
+  masked = regalloc_architectures.eviction_architecture(
+      names, norms, spec["architecture"]["hidden"], cost_mask=True)
+  spec["architecture"] = dict(spec["architecture"], cost_mask=masked["cost_mask"])
   w = dict(p.arch.w)
   k = w["hidden_0/kernel"].copy()
-  k[di * architectures.E:(di + 1) * architectures.E, :] = 0.0
+  k[di * regalloc_architectures.E:(di + 1) * regalloc_architectures.E, :] = 0.0
   w["hidden_0/kernel"] = k
   policy_io.write_policy_dir(dst, spec, w, saved_model=False)
 

@@ -6,3 +6,6 @@ what the environment, evaluation and export load. This package holds its format
 evaluators with their TF export (architectures registered by name). It imports nothing
 from training, evaluation, export or the environment.
 """
+# Registers the regalloc architecture types beside the generic ones (one direction:
+# regalloc_architectures imports architectures, never the reverse).
+from mlgo.policy import regalloc_architectures  # noqa: F401 pylint: disable=unused-import

@@ -35,7 +35,7 @@ the default trace and behavioral cloning, from the tracer plugin (cc/regalloc_tr
 
 Training: one score per function (key "module::function"), reward
 clip(1 - (cost + 1) / (baseline + 1), -1, 1); networks: the masked column scorer
-(eviction) and a Normal over log2(priority) (priority), mlgo.policy.architectures.
+(eviction) and a Normal over log2(priority) (priority), mlgo.policy.regalloc_architectures.
 
 Reward (both problems), per function, lower is better:
   cost(f) = 1.0 * TotalSpillsCost + 4.0 * TotalReloadsCost
@@ -69,7 +69,7 @@ import re
 
 import numpy as np
 
-from mlgo.policy import architectures
+from mlgo.policy import regalloc_architectures
 from mlgo.profiles import bbmap, blocks as blocks_lib, cost_model
 from mlgo.problems.base import ActionSpec, Problem, Tracer, first, spec
 
@@ -113,7 +113,7 @@ def eviction_default(obs: dict) -> np.int64:
   """The default-equivalent column (module docstring)."""
   mask, hints, density = (np.asarray(obs[n]).reshape(1, -1)
                           for n in ("mask", "nr_broken_hints", "use_def_density"))
-  return architectures.default_rule_columns(mask != 0, hints, density)[0]
+  return regalloc_architectures.default_rule_columns(mask != 0, hints, density)[0]
 
 
 def eviction_probe_alternative(obs, action):
@@ -232,13 +232,13 @@ def function_costs(reward_dict):
 
 def _eviction_architecture(features, norms, hidden, cost_mask: bool = False,
                            default_prior: float = 0.0):
-  return architectures.eviction_architecture([f["name"] for f in features], norms, hidden,
+  return regalloc_architectures.eviction_architecture([f["name"] for f in features], norms, hidden,
                                              cost_mask=cost_mask, default_prior=default_prior)
 
 
 def _priority_architecture(features, norms, hidden):
   del features, norms
-  return architectures.priority_architecture(hidden)
+  return regalloc_architectures.priority_architecture(hidden)
 
 
 _SHARED = dict(

@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from mlgo import problems as problems_lib
-from mlgo.policy import architectures, normalization, policy_io
+from mlgo.policy import architectures, normalization, policy_io, regalloc_architectures
 from mlgo.training import dataset
 
 
@@ -79,7 +79,7 @@ def _usable(arch: dict, params: dict, y: np.ndarray) -> np.ndarray:
   n = params["logits"].shape[-1]
   ok = (y >= 0) & (y < n)
   idx = np.flatnonzero(ok)
-  ok[idx] &= params["logits"][idx, y[idx].astype(np.int64)] > architectures.NEG / 2
+  ok[idx] &= params["logits"][idx, y[idx].astype(np.int64)] > regalloc_architectures.NEG / 2
   return ok
 
 
@@ -172,7 +172,7 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
     target = None
     if categorical:
       y = y.astype(np.int64)
-      valid = params["logits"] > architectures.NEG / 2
+      valid = params["logits"] > regalloc_architectures.NEG / 2
       n_valid = np.maximum(valid.sum(-1, keepdims=True), 1)
       onehot = np.zeros(valid.shape, np.float32)
       onehot[np.flatnonzero(ok), y[ok]] = 1.0

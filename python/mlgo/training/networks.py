@@ -15,7 +15,7 @@ TF training and export without conversion code per problem.
 """
 import numpy as np
 
-from mlgo.policy import architectures
+from mlgo.policy import architectures, regalloc_architectures
 
 
 def action_spec(arch: dict):
@@ -23,18 +23,19 @@ def action_spec(arch: dict):
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from tf_agents.specs import tensor_spec  # pylint: disable=import-outside-toplevel
   name = arch.get("output_name", "action")
-  if arch["type"] in (architectures.MlpCategorical.TYPE, architectures.ColumnScorer.TYPE):
+  if arch["type"] in (architectures.MlpCategorical.TYPE,
+                      regalloc_architectures.ColumnScorer.TYPE):
     return tensor_spec.BoundedTensorSpec((), tf.int64, 0, int(arch["num_actions"]) - 1,
                                          name=name)
-  if arch["type"] == architectures.PriorityLog2Normal.TYPE:
+  if arch["type"] == regalloc_architectures.PriorityLog2Normal.TYPE:
     return tensor_spec.BoundedTensorSpec((), tf.float32, 0.0,
-                                         architectures.MAX_LOG2_PRIORITY, name=name)
+                                         regalloc_architectures.MAX_LOG2_PRIORITY, name=name)
   raise ValueError(f"no trainable network for architecture {arch['type']!r}")
 
 
 def is_categorical(arch: dict) -> bool:
   return arch["type"] in (architectures.MlpCategorical.TYPE,
-                          architectures.ColumnScorer.TYPE)
+                          regalloc_architectures.ColumnScorer.TYPE)
 
 
 def _mlp_names(n_hidden: int) -> list:
@@ -79,10 +80,10 @@ def make_actor(arch: dict, observation_spec):
       outer = nest_utils.get_outer_rank(observations, self.input_tensor_spec)
       squash = utils.BatchSquash(outer)
       x = squash.flatten(tf.cast(observations, tf.float32))
-      if arch["type"] == architectures.ColumnScorer.TYPE:
-        logits = squash.unflatten(architectures.scorer_logits_tf(tf, self.w, arch, x))
+      if arch["type"] == regalloc_architectures.ColumnScorer.TYPE:
+        logits = squash.unflatten(regalloc_architectures.scorer_logits_tf(tf, self.w, arch, x))
         return tfp.distributions.Categorical(logits=logits, dtype=tf.int64), network_state
-      loc = squash.unflatten(architectures.priority_mlp_tf(tf, self.w, arch, x))
+      loc = squash.unflatten(regalloc_architectures.priority_mlp_tf(tf, self.w, arch, x))
       scale = tf.nn.softplus(self.w["std/bias"][0]) * tf.ones_like(loc)
       return tfp.distributions.Normal(loc=loc, scale=scale), network_state
 

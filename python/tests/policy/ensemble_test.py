@@ -5,7 +5,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from mlgo.policy import architectures, policy_io
+from mlgo.policy import policy_io, regalloc_architectures
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 EVICTION = ROOT / "models" / "regalloc_eviction"
@@ -42,7 +42,7 @@ def test_eviction_ensemble_is_the_mean_of_its_members_everywhere(tmp_path):
   shipped = policy_io.load_policy(EVICTION)
   # A second member of other widths (members need not share a trajectory or a size).
   arch = dict(shipped.spec["architecture"], hidden=[32, 16])
-  w2 = architectures.init_eviction_weights(arch, seed=3)
+  w2 = regalloc_architectures.init_eviction_weights(arch, seed=3)
   w2["out/kernel"] = w2["out/kernel"] * 300.0   # as decisive as a trained scorer
   other = policy_io.write_policy_dir(tmp_path / "other", dict(shipped.spec, architecture=arch),
                                      w2, saved_model=False)
@@ -56,8 +56,8 @@ def test_eviction_ensemble_is_the_mean_of_its_members_everywhere(tmp_path):
   for o in _random_eviction_observations(shipped, 60, seed=1):
     mean = np.mean([_logits(m, o) for m in members], axis=0)
     got = _logits(ens, o)
-    valid = mean > architectures.NEG / 2
-    assert (got > architectures.NEG / 2).tolist() == valid.tolist()
+    valid = mean > regalloc_architectures.NEG / 2
+    assert (got > regalloc_architectures.NEG / 2).tolist() == valid.tolist()
     np.testing.assert_allclose(got[valid], mean[valid], rtol=1e-4, atol=1e-4)
     a = int(ens.act(o))
     assert valid[a]

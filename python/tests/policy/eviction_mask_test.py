@@ -7,10 +7,10 @@ import pathlib
 
 import numpy as np
 
-from mlgo.policy import architectures, normalization, policy_io
+from mlgo.policy import normalization, policy_io, regalloc_architectures
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-COLS = architectures.COLUMNS
+COLS = regalloc_architectures.COLUMNS
 
 
 def _spec():
@@ -23,7 +23,7 @@ def _spec():
                            for d in spec["normalization"]]
   norms = {d["name"]: normalization.FeatureNorm.from_json(d) for d in spec["normalization"]}
   names = [f["name"] for f in spec["features"]]
-  spec["architecture"] = architectures.eviction_architecture(names, norms, (16, 8),
+  spec["architecture"] = regalloc_architectures.eviction_architecture(names, norms, (16, 8),
                                                              cost_mask=True)
   return spec
 
@@ -45,13 +45,13 @@ def _obs(spec, density, mask, urgent=(), hint=()):
 
 def _allowed(pol, o):
   enc = pol.normalizer.encode_one(pol.raw_vector(o))[None, :]
-  return set(np.flatnonzero(architectures.mask_np(enc, pol.arch.config)[0]).tolist()), enc
+  return set(np.flatnonzero(regalloc_architectures.mask_np(enc, pol.arch.config)[0]).tolist()), enc
 
 
 def test_cost_mask_keeps_what_the_default_could_evict():
   import tensorflow as tf
   spec = _spec()
-  w = architectures.init_eviction_weights(spec["architecture"], seed=1)
+  w = regalloc_architectures.init_eviction_weights(spec["architecture"], seed=1)
   pol = policy_io.Policy(spec, w)
   density = {0: 0.2, 1: 0.9, 2: 0.5, 3: 0.9, 4: 0.9, 5: float("nan"), 32: 0.5}
   cases = [
@@ -66,7 +66,7 @@ def test_cost_mask_keeps_what_the_default_could_evict():
     o = _obs(spec, density, **kw)
     got, enc = _allowed(pol, o)
     assert got == want, (kw, got)
-    tf_mask = architectures.mask_tf(tf, tf.constant(enc), pol.arch.config).numpy()[0]
+    tf_mask = regalloc_architectures.mask_tf(tf, tf.constant(enc), pol.arch.config).numpy()[0]
     assert set(np.flatnonzero(tf_mask).tolist()) == want
   # Without the option, the compiler's mask alone (the shipped policies' behaviour).
   plain = dict(spec, architecture={k: v for k, v in spec["architecture"].items()
@@ -78,7 +78,7 @@ def test_cost_mask_keeps_what_the_default_could_evict():
 def test_policy_and_saved_model_choose_only_allowed_columns(tmp_path):
   import tensorflow as tf
   spec = _spec()
-  w = architectures.init_eviction_weights(spec["architecture"], seed=2)
+  w = regalloc_architectures.init_eviction_weights(spec["architecture"], seed=2)
   w["out/kernel"] = w["out/kernel"] * 300.0
   d = policy_io.write_policy_dir(tmp_path / "pol", spec, w)
   pol = policy_io.load_policy(d)

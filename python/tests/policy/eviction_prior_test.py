@@ -4,7 +4,7 @@ the encoded features the same way in numpy and in TF, so a fresh policy decides 
 rule and training starts from it."""
 import numpy as np
 
-from mlgo.policy import architectures
+from mlgo.policy import regalloc_architectures
 from mlgo.problems import regalloc
 from mlgo.training import testing
 
@@ -38,7 +38,7 @@ def _rows(feats, i):
 def test_prior_column_is_the_default_equivalent_rule():
   feats = _features()
   spec, enc = _spec(feats)
-  got = architectures.default_column_np(enc, spec["architecture"])
+  got = regalloc_architectures.default_column_np(enc, spec["architecture"])
   want = np.array([regalloc.eviction_default(_rows(feats, i)) for i in range(len(got))])
   assert (got[:50] == 32).all()                      # nothing else valid
   assert (want[50:100] != 32).all() and (got[50:100] == want[50:100]).all()
@@ -53,28 +53,28 @@ def test_numpy_and_tf_agree_and_a_fresh_policy_follows_the_rule():
   feats = _features()
   spec, enc = _spec(feats)
   arch = spec["architecture"]
-  col_tf = architectures.default_column_tf(tf, tf.constant(enc), arch).numpy()
-  col_np = architectures.default_column_np(enc, arch)
+  col_tf = regalloc_architectures.default_column_tf(tf, tf.constant(enc), arch).numpy()
+  col_np = regalloc_architectures.default_column_np(enc, arch)
   assert (col_tf == col_np).all()
-  w = architectures.init_eviction_weights(arch, seed=2)
+  w = regalloc_architectures.init_eviction_weights(arch, seed=2)
   assert w["prior/scale"].tolist() == [3.0]
-  net = architectures.ColumnScorer(arch, w)
+  net = regalloc_architectures.ColumnScorer(arch, w)
   params = net.dist_params(enc)
   assert (net.greedy(params) == col_np).all()
   # Sampling favours it too: its logit leads every other valid column's by about the
   # scale (the fresh MLP's outputs are near zero).
   lg = params["logits"]
   lead = np.take_along_axis(lg, col_np[:, None], 1)[:, 0] - np.where(
-      np.eye(architectures.COLUMNS, dtype=bool)[col_np], -np.inf, lg).max(axis=1)
+      np.eye(regalloc_architectures.COLUMNS, dtype=bool)[col_np], -np.inf, lg).max(axis=1)
   rows = params["mask"].sum(axis=1) > 1
   assert lead[rows].min() > 2.5
-  logits_tf = architectures.scorer_logits_tf(
+  logits_tf = regalloc_architectures.scorer_logits_tf(
       tf, {k: tf.constant(v) for k, v in w.items()}, arch, tf.constant(enc)).numpy()
   np.testing.assert_allclose(logits_tf, params["logits"], rtol=1e-5, atol=1e-4)
   # Without the prior the same MLP weights give another greedy choice on most rows.
   plain = dict(arch)
   plain.pop("default_prior")
-  other = architectures.ColumnScorer(plain, w)
+  other = regalloc_architectures.ColumnScorer(plain, w)
   assert np.mean(other.greedy(other.dist_params(enc)) == col_np) < 0.5
 
 
@@ -87,18 +87,18 @@ def test_the_scale_is_a_trained_weight():
   obs_spec = tf.TensorSpec((enc.shape[1],), tf.float32)
   actor = networks.make_actor(arch, obs_spec)
   actor.create_variables()
-  w = architectures.init_eviction_weights(arch, seed=0)
+  w = regalloc_architectures.init_eviction_weights(arch, seed=0)
   networks.set_actor_weights(actor, arch, w)
   assert networks.actor_weights(actor, arch)["prior/scale"].tolist() == [2.5]
   assert any(v.name.startswith("prior_scale") or "prior_scale" in v.name
              for v in actor.trainable_variables)
   dist, _ = actor(tf.constant(enc))
   np.testing.assert_array_equal(tf.argmax(dist.logits, -1).numpy(),
-                                architectures.default_column_np(enc, arch))
+                                regalloc_architectures.default_column_np(enc, arch))
   # An old policy (no prior in its config) has no such weight and is unchanged.
   plain = dict(arch)
   plain.pop("default_prior")
-  assert "prior/scale" not in architectures.init_eviction_weights(plain, seed=0)
+  assert "prior/scale" not in regalloc_architectures.init_eviction_weights(plain, seed=0)
 
 
 def test_saved_model_decides_as_the_numpy_policy(tmp_path):
@@ -109,12 +109,12 @@ def test_saved_model_decides_as_the_numpy_policy(tmp_path):
   from mlgo.policy import policy_io
   feats = _features(n=200, seed=5)
   spec, enc = _spec(feats, prior=2.0)
-  w = architectures.init_eviction_weights(spec["architecture"], seed=4)
+  w = regalloc_architectures.init_eviction_weights(spec["architecture"], seed=4)
   w["out/kernel"] = w["out/kernel"] * 200.0
   d = policy_io.write_policy_dir(tmp_path / "pol", spec, w)
   pol = policy_io.load_policy(d)
   fn = tf.saved_model.load(str(d / "saved_policy")).signatures["action"]
-  rule = architectures.default_column_np(enc, spec["architecture"])
+  rule = regalloc_architectures.default_column_np(enc, spec["architecture"])
   ours, follows_rule = [], 0
   for i in range(len(rule)):
     o = _rows(feats, i)
@@ -131,7 +131,7 @@ def test_an_ensemble_of_prior_policies_is_the_mean_of_its_members(tmp_path):
   dirs = []
   for i, (hidden, scale) in enumerate((((16, 8), 2.0), ((8, 4), 0.5))):
     arch = dict(spec["architecture"], hidden=list(hidden))
-    w = architectures.init_eviction_weights(arch, seed=i)
+    w = regalloc_architectures.init_eviction_weights(arch, seed=i)
     w["out/kernel"] = w["out/kernel"] * 150.0
     w["prior/scale"] = np.array([scale], np.float32)
     dirs.append(policy_io.write_policy_dir(tmp_path / f"m{i}", dict(spec, architecture=arch),
@@ -141,5 +141,5 @@ def test_an_ensemble_of_prior_policies_is_the_mean_of_its_members(tmp_path):
   members = [policy_io.load_policy(d) for d in dirs]
   mean = np.mean([m.arch.dist_params(enc)["logits"].astype(np.float64) for m in members], 0)
   got = ens.arch.dist_params(enc)["logits"]
-  valid = mean > architectures.NEG / 2
+  valid = mean > regalloc_architectures.NEG / 2
   np.testing.assert_allclose(got[valid], mean[valid], rtol=1e-4, atol=1e-4)

@@ -77,11 +77,11 @@ def test_encoding_is_recorded_and_sets_the_input_width(tmp_path):
 
 
 def test_column_scorer_refuses_the_slog_encoding():
-  from mlgo.policy import architectures
+  from mlgo.policy import regalloc_architectures
   spec = {"problem": "regalloc_eviction", "features": [{"name": "f", "dtype": "float32",
                                                          "shape": [1]}],
           "normalization": [normalization.fit_feature("f", np.arange(10.0)).to_json()],
-          "architecture": {"type": architectures.ColumnScorer.TYPE, "hidden": [4]},
+          "architecture": {"type": regalloc_architectures.ColumnScorer.TYPE, "hidden": [4]},
           "encoding": "slog"}
   with pytest.raises(ValueError, match="cannot read the 'slog' feature encoding"):
     policy_io.Policy(spec, {})
@@ -119,7 +119,7 @@ def test_rewrite_is_atomic_replace(tmp_path):
 
 
 def test_architecture_lookup_knows_every_architecture_and_rejects_unknown():
-  from mlgo.policy import architectures
+  from mlgo.policy import architectures  # the regalloc types too: the package registers them
   for name in ("mlp_categorical", "mlp_normal", "regalloc_column_scorer",
                "regalloc_log2_normal"):
     assert architectures.architecture_class(name).TYPE == name

@@ -3,7 +3,7 @@ exported TF graph); masked eviction columns are never sampled or chosen."""
 import numpy as np
 import pytest
 
-from mlgo.policy import architectures, policy_io
+from mlgo.policy import policy_io, regalloc_architectures
 from mlgo.problems import get_problem
 from mlgo.training import networks
 from mlgo.training.testing import fake_eviction_features as _fake_eviction
@@ -19,7 +19,7 @@ def test_masked_columns_are_never_sampled_or_chosen():
   pol = policy_io.Policy(spec, w)
   params = pol.arch.dist_params(enc)
   mask = feats["mask"].reshape(-1, 33) == 1
-  assert np.array_equal(params["logits"] > architectures.NEG / 2, mask)
+  assert np.array_equal(params["logits"] > regalloc_architectures.NEG / 2, mask)
   assert np.isfinite(params["logits"]).all()
   for s in range(20):
     a = pol.arch.sample(params, np.random.default_rng(s))
@@ -54,8 +54,8 @@ def test_actor_network_numpy_and_export_agree(problem):
   # The same distribution in TF (training) and numpy (collection) ...
   if networks.is_categorical(arch):
     tf_logits = dist.logits_parameter().numpy()
-    valid = params["logits"] > architectures.NEG / 2
-    assert np.array_equal(valid, tf_logits > architectures.NEG / 2)
+    valid = params["logits"] > regalloc_architectures.NEG / 2
+    assert np.array_equal(valid, tf_logits > regalloc_architectures.NEG / 2)
     np.testing.assert_allclose(params["logits"][valid], tf_logits[valid], rtol=1e-4, atol=1e-4)
   else:
     np.testing.assert_allclose(params["loc"], dist.mean().numpy(), rtol=1e-4, atol=1e-4)

@@ -5,7 +5,7 @@ weighted per decision; global-norm gradient clipping; Adam), and it raises the
 probability of the decisions with positive advantage."""
 import numpy as np
 
-from mlgo.policy import architectures, policy_io
+from mlgo.policy import policy_io, regalloc_architectures
 from mlgo.training import learner as learner_lib
 from mlgo.training import ppo
 from mlgo.training.testing import fake_eviction_features, fitted_spec
@@ -45,10 +45,10 @@ def _plain_ppo(spec, w0, exp, cfg, seed):
 
   def step(enc, act, olp, adv, w):
     with tf.GradientTape() as tape:
-      lg = architectures.scorer_logits_tf(tf, v, arch, enc)
+      lg = regalloc_architectures.scorer_logits_tf(tf, v, arch, enc)
       lpa = tf.nn.log_softmax(lg, axis=-1)
       lp = tf.gather(lpa, act, axis=1, batch_dims=1)
-      valid = tf.cast(lg > architectures.NEG / 2, lpa.dtype)
+      valid = tf.cast(lg > regalloc_architectures.NEG / 2, lpa.dtype)
       ent = -tf.reduce_sum(tf.exp(lpa) * lpa * valid, axis=-1)
       ratio = tf.exp(lp - olp)
       surr = tf.minimum(ratio * adv, tf.clip_by_value(ratio, 1 - eps, 1 + eps) * adv)
