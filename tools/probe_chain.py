@@ -49,6 +49,9 @@ def main(argv=None):
   ap.add_argument("--next_policy", default="tuned", choices=["tuned", "average"],
                   help="the next round probes the tuned policy, or its weight average "
                   "with the probed one")
+  ap.add_argument("--average_weight", type=float, default=0.5,
+                  help="--next_policy=average: the tuned policy's share of the average "
+                  "(0.5: half way from the probed policy; 1: the tuned one)")
   ap.add_argument("--probe_rounds_kept", type=int, default=2,
                   help="fine-tuning reads this many latest rounds' probes")
   ap.add_argument("--regression_penalty", type=float, default=0.0,
@@ -69,6 +72,7 @@ def main(argv=None):
       cpu_hours=a.cpu_hours, jobs=a.jobs, max_probes=a.max_probes,
       flips_per_compile=a.flips_per_compile, flip_compiles=a.flip_compiles, credit=a.credit,
       random_fraction=a.random_fraction, next_policy=a.next_policy,
+      average_weight=a.average_weight,
       probe_rounds_kept=a.probe_rounds_kept, regression_penalty=a.regression_penalty,
       max_regressed_pct=a.max_regressed_pct,
       seed=a.seed, timeout=a.timeout)

@@ -230,8 +230,8 @@ def publish_iteration_policy(output, iteration: int, spec: dict, weights: dict, 
 
 
 # Spec keys that record how one policy dir was made, not what the policy is.
-MEMBER_PROVENANCE = ("averaged_from", "fine_tuned_from", "probe_dirs", "widened_from",
-                     "ensemble_of")
+MEMBER_PROVENANCE = ("averaged_from", "averaged_weights", "fine_tuned_from", "probe_dirs",
+                     "widened_from", "ensemble_of")
 
 
 def _check_same_inputs(dirs, pols, keys, why: str = ""):
@@ -243,25 +243,39 @@ def _check_same_inputs(dirs, pols, keys, why: str = ""):
         raise ValueError(f"{d}: its {key} differs from {dirs[0]}'s{why}")
 
 
-def average_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
+def average_policies(policy_dirs, output, saved_model: bool = True,
+                     weights=None) -> Policy:
   """Weight average of policies that share a spec (architecture, features and
   normalization), e.g. the last N iterations of one PPO run: averaging along the
-  trajectory smooths the iteration-to-iteration noise of a single snapshot."""
+  trajectory smooths the iteration-to-iteration noise of a single snapshot.
+  `weights` (one non-negative number a policy, normalized to sum 1; default equal)
+  makes it a step part of the way from one policy towards another."""
   dirs = [pathlib.Path(d) for d in policy_dirs]
   if not dirs:
     raise ValueError("average_policies: no policy dirs given")
+  if weights is None:
+    weights = [1.0] * len(dirs)
+  share = np.asarray(weights, dtype=np.float64)
+  if share.shape != (len(dirs),) or not np.all(np.isfinite(share)) or np.any(share < 0) \
+      or share.sum() <= 0:
+    raise ValueError(f"average_policies: weights {list(weights)} must be one finite number "
+                     f">= 0 for each of the {len(dirs)} policies, not all 0")
+  share = share / share.sum()
   pols = [load_policy(d) for d in dirs]
   ref = pols[0]
   _check_same_inputs(dirs, pols, ("problem", "features", "normalization", "architecture"),
                      "; only policies of one run (same spec) can be averaged")
-  weights = {k: np.mean([p.arch.w[k] for p in pols], axis=0).astype(ref.arch.w[k].dtype)
-             for k in ref.arch.w}
+  averaged = {k: np.tensordot(share, np.stack([p.arch.w[k] for p in pols]), axes=1
+                             ).astype(ref.arch.w[k].dtype)
+              for k in ref.arch.w}
   # How each member was made (fine-tuning source, probe dirs, an earlier average) is
   # each member's own history: copied from the first member it would misdescribe the
   # average, whose history is its members.
   spec = {k: v for k, v in ref.spec.items() if k not in MEMBER_PROVENANCE}
   spec["averaged_from"] = [str(d) for d in dirs]
-  write_policy_dir(output, spec, weights, saved_model=saved_model)
+  if len(set(share.tolist())) > 1:
+    spec["averaged_weights"] = [round(float(x), 6) for x in share]
+  write_policy_dir(output, spec, averaged, saved_model=saved_model)
   return load_policy(output)
 
 

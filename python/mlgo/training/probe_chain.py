@@ -53,6 +53,7 @@ class ChainConfig:
   credit: str = "function_size"
   random_fraction: float = 0.25
   next_policy: str = "tuned"        # "tuned" or "average" (of the probed and tuned policy)
+  average_weight: float = 0.5       # "average": the tuned policy's share (1 = "tuned")
   probe_rounds_kept: int = 2        # fine-tuning reads this many latest rounds' probes
   regression_penalty: float = 0.0   # probe_tuning: bytes past 1.01 x default weigh 1 + this
   max_regressed_pct: float = 3.0
@@ -66,6 +67,9 @@ class ChainConfig:
   def check(self):
     if self.next_policy not in ("tuned", "average"):
       raise ValueError(f"next_policy must be 'tuned' or 'average', not {self.next_policy!r}")
+    if not 0.0 < self.average_weight <= 1.0:
+      raise ValueError(f"average_weight is the tuned policy's share, in (0, 1], not "
+                       f"{self.average_weight}")
     if self.rounds < 0 or self.probe_rounds_kept < 1 or self.jobs < 1:
       raise ValueError("rounds >= 0, probe_rounds_kept >= 1 and jobs >= 1 are needed")
     if self.flips_per_compile > 1 and self.credit != "function_size":
@@ -86,7 +90,7 @@ class Ledger:
       old = self.data.get("config", {})
       fields = {f.name: f.default for f in dataclasses.fields(ChainConfig)}
       for k in ("corpus", "problem", "start", "jobs", "max_probes", "flips_per_compile",
-                "flip_compiles", "credit", "next_policy", "seed", "regression_penalty", "ppo_iterations",
+                "flip_compiles", "credit", "next_policy", "average_weight", "seed", "regression_penalty", "ppo_iterations",
                 "ppo_gin"):
         was = old.get(k, fields[k])  # a ledger older than the field: its default
         if was != getattr(config, k):
@@ -326,7 +330,8 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     led.run(f"tune-{r}", tune, cfg.jobs, stream)
     if cfg.next_policy == "average":
       led.run(f"average-{r}", lambda p=policy, d=rdir: policy_io.average_policies(
-          [p, d / "tuned"], d / "average"), cfg.jobs, stream)
+          [p, d / "tuned"], d / "average",
+          weights=[1.0 - cfg.average_weight, cfg.average_weight]), cfg.jobs, stream)
     policy, name = nxt, f"round-{r:02d}"
     dirs[name] = policy
     led.data["made_at"].setdefault(name, led.cpu_hours())

@@ -149,6 +149,29 @@ def test_average_policies(tmp_path):
     policy_io.average_policies([a, c], tmp_path / "bad", saved_model=False)
 
 
+def test_weighted_average_steps_part_of_the_way(tmp_path):
+  spec, w1, _ = _spec_and_weights(seed=0)
+  _, w2, _ = _spec_and_weights(seed=5)
+  a = policy_io.write_policy_dir(tmp_path / "a", spec, w1, saved_model=False)
+  b = policy_io.write_policy_dir(tmp_path / "b", spec, w2, saved_model=False)
+  # Weights are shares: 1 and 3 put three quarters of the way from a to b.
+  avg = policy_io.average_policies([a, b], tmp_path / "avg", saved_model=False,
+                                   weights=[1, 3])
+  for k in w1:
+    np.testing.assert_allclose(avg.arch.w[k], 0.25 * w1[k] + 0.75 * w2[k], rtol=1e-5, atol=1e-6)
+  assert avg.spec["averaged_weights"] == [0.25, 0.75]
+  # An average of the average records its own weights, not its member's.
+  again = policy_io.average_policies([tmp_path / "avg", a], tmp_path / "again",
+                                     saved_model=False)
+  assert "averaged_weights" not in again.spec
+  for k in w1:
+    np.testing.assert_allclose(again.arch.w[k], 0.625 * w1[k] + 0.375 * w2[k], rtol=1e-5,
+                               atol=1e-6)
+  for bad in ([1], [1, -1], [0, 0], [1, float("nan")]):
+    with pytest.raises(ValueError, match="weights"):
+      policy_io.average_policies([a, b], tmp_path / "bad", saved_model=False, weights=bad)
+
+
 def test_widen_policy_decides_as_before_and_then_sees_more(tmp_path):
   spec, w, data = _spec_and_weights(seed=4)
   src = policy_io.write_policy_dir(tmp_path / "src", spec, w, saved_model=False)

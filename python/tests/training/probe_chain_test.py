@@ -67,8 +67,14 @@ def test_ledger_counts_a_cut_stage_and_refuses_another_chain(tmp_path):
   with pytest.raises(ValueError, match="flip_compiles=0 is here, not 4"):
     probe_chain.Ledger(tmp_path / "chain.json", probe_chain.ChainConfig(
         corpus="c", output=str(tmp_path), flip_compiles=4))
+  with pytest.raises(ValueError, match="average_weight=0.5 is here, not 0.75"):
+    probe_chain.Ledger(tmp_path / "chain.json", probe_chain.ChainConfig(
+        corpus="c", output=str(tmp_path), average_weight=0.75))
   with pytest.raises(ValueError, match="next_policy"):
     probe_chain.ChainConfig(corpus="c", output="o", next_policy="best").check()
+  for w in (0.0, 1.5):
+    with pytest.raises(ValueError, match="average_weight"):
+      probe_chain.ChainConfig(corpus="c", output="o", average_weight=w).check()
   with pytest.raises(ValueError, match="flips_per_compile > 1"):
     probe_chain.ChainConfig(corpus="c", output="o", flip_compiles=4,
                             flips_per_compile=1).check()
