@@ -25,10 +25,11 @@ if sys.argv[1] == "hang":
 """
 
 
-def _run(home, mode):
+def _run(home, mode, mlgo_home=None, **env_vars):
   script = home / "child.py"   # autograph needs the source in a file
   script.write_text(CHILD)
-  env = dict(os.environ, MLGO_HOME=str(home / "mlgo"), PYTHONPATH=os.pathsep.join(sys.path))
+  env = dict(os.environ, MLGO_HOME=str(mlgo_home or home / "mlgo"),
+             PYTHONPATH=os.pathsep.join(sys.path), **env_vars)
   return subprocess.Popen([sys.executable, str(script), mode], env=env,
                           stdout=subprocess.PIPE, text=True)
 
@@ -48,6 +49,26 @@ def test_clean_exit_and_killed_tool_leave_nothing(tmp_path):
   p.stdout.readline()
   assert p.wait() == 0
   assert not d.exists() and not list((tmp_path / "mlgo" / "tmp").iterdir())   # ... the next tool does
+
+
+def test_read_only_home_gets_a_private_dir_in_the_system_temp_dir(tmp_path):
+  # MLGO_HOME cannot hold a tmp dir (as in Bazel's sandbox): before, the tool wrote into
+  # the system temp dir itself and a killed TensorFlow run left its files there.
+  blocked = tmp_path / "home-is-a-file"
+  blocked.write_text("")
+  system = tmp_path / "system-tmp"
+  system.mkdir()
+  p = _run(tmp_path, "hang", mlgo_home=blocked, TMPDIR=str(system))
+  d = pathlib.Path(p.stdout.readline().strip())
+  assert d.parent == system and d.name.startswith("mlgo-")
+  assert any(d.glob("__autograph_generated_file*.py"))
+  assert [x.name for x in system.iterdir()] == [d.name]   # nothing beside it
+  p.send_signal(signal.SIGKILL)
+  p.wait()
+  p = _run(tmp_path, "exit", mlgo_home=blocked, TMPDIR=str(system))
+  d2 = pathlib.Path(p.stdout.readline().strip())
+  assert p.wait() == 0
+  assert d2.parent == system and not d2.exists()   # a clean exit removes its own dir
 
 
 INNER_TEST = """

@@ -16,34 +16,48 @@ def write_json_atomic(path, obj, indent=None) -> None:
   os.replace(tmp, path)
 
 
-def private_tempdir() -> pathlib.Path:
-  """Points this process's (and its children's) temporary files at a private directory
-  under MLGO_HOME/tmp, removed at exit; directories of processes that were killed are
-  removed by the next tool that starts. TensorFlow's autograph writes a
-  `__autograph_generated_file*.py` per traced function and deletes them only at a clean
-  exit: the tools must not litter the shared /tmp."""
+def private_tempdir(root=None, prefix: str = "mlgo-") -> pathlib.Path:
+  """Points this process's (and its children's) temporary files at a private directory,
+  removed at exit. TensorFlow's autograph writes a `__autograph_generated_file*.py` per
+  traced function and deletes them only at a clean exit: the tools must not litter the
+  shared /tmp.
+  - By default the directory is under MLGO_HOME/tmp, named by pid, and the directories of
+    processes that were killed are removed by the next tool that starts.
+  - With `root` given, or when MLGO_HOME is read-only (a Bazel test sandbox), it is a
+    `prefix*` directory in `root` or the system temp dir. Killed processes' directories
+    are not looked for there: a pid seen from one PID namespace (a sandbox's) need not be
+    the process that made the directory."""
+  import tempfile  # pylint: disable=import-outside-toplevel
+  from mlgo.util.cli import mlgo_home  # pylint: disable=import-outside-toplevel
+  if root is None:
+    home_tmp = mlgo_home() / "tmp"
+    try:
+      home_tmp.mkdir(parents=True, exist_ok=True)
+      _remove_dirs_of_dead_processes(home_tmp)
+      return _use_tempdir(tempfile.mkdtemp(prefix=f"pid-{os.getpid()}-", dir=home_tmp))
+    except (OSError, ValueError):
+      pass   # a read-only MLGO_HOME
+  return _use_tempdir(tempfile.mkdtemp(prefix=prefix, dir=root))
+
+
+def _remove_dirs_of_dead_processes(home_tmp: pathlib.Path) -> None:
+  import shutil  # pylint: disable=import-outside-toplevel
+  for d in home_tmp.glob("pid-*"):
+    try:
+      os.kill(int(d.name.split("-")[1]), 0)
+    except ProcessLookupError:
+      shutil.rmtree(d, ignore_errors=True)
+    except (PermissionError, ValueError):
+      pass
+
+
+def _use_tempdir(path: str) -> pathlib.Path:
   import multiprocessing.util  # pylint: disable=import-outside-toplevel
   import shutil  # pylint: disable=import-outside-toplevel
   import tempfile  # pylint: disable=import-outside-toplevel
-  from mlgo.util.cli import mlgo_home  # pylint: disable=import-outside-toplevel
-  root = mlgo_home() / "tmp"
-  try:
-    root.mkdir(parents=True, exist_ok=True)
-    for d in root.glob("pid-*"):
-      pid = int(d.name.split("-")[1])
-      try:
-        os.kill(pid, 0)
-      except ProcessLookupError:
-        shutil.rmtree(d, ignore_errors=True)
-      except PermissionError:
-        pass
-    mine = pathlib.Path(tempfile.mkdtemp(prefix=f"pid-{os.getpid()}-", dir=root))
-  except (OSError, ValueError):
-    return pathlib.Path(tempfile.gettempdir())   # a read-only MLGO_HOME: keep the default
-  os.environ["TMPDIR"] = str(mine)
-  tempfile.tempdir = str(mine)
+  os.environ["TMPDIR"] = path
+  tempfile.tempdir = path
   # Removed after multiprocessing's own exit cleanup (its forkserver dir lives in here),
   # not before it: a plain atexit hook would run first and make that cleanup fail.
-  multiprocessing.util.Finalize(None, shutil.rmtree, args=(str(mine), True),
-                                exitpriority=-200)
-  return mine
+  multiprocessing.util.Finalize(None, shutil.rmtree, args=(path, True), exitpriority=-200)
+  return pathlib.Path(path)
