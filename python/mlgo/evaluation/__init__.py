@@ -1,4 +1,5 @@
 """Evaluation of a policy against the default heuristic on a corpus split."""
-from mlgo.evaluation.evaluate import evaluate, summary_line
+from mlgo.evaluation.evaluate import evaluate
+from mlgo.evaluation.report import summary_line
 
 __all__ = ["evaluate", "summary_line"]

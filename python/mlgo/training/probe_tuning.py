@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from mlgo.training import bc, rollouts
-from mlgo.evaluation.evaluate import REGRESSION_THRESHOLD as REGRESSION
+from mlgo.evaluation.report import REGRESSION_THRESHOLD as REGRESSION
 from mlgo.policy import policy_io
 
 

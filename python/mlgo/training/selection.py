@@ -8,7 +8,7 @@ e.g. an interpreter loop holding 90% of a sample's regalloc cost); "package_mean
 mean over packages of each package's total change (every package weighs the same, as
 code from a new package would); "key_geomean": the geomean over keys (functions for
 regalloc) of (policy + 1) / (default + 1), which no single hot function decides (the
-evaluator's own figure, evaluate.key_geomean). validation_regression_weight adds that
+evaluator's own figure, report.key_geomean). validation_regression_weight adds that
 many points per percent of validation modules more than 1% worse than the default (what
 users of a size or speed policy notice first).
 """
@@ -18,7 +18,7 @@ import shutil
 import numpy as np
 
 from mlgo.env import work
-from mlgo.evaluation.evaluate import key_geomean
+from mlgo.evaluation.report import key_geomean
 from mlgo.workers import make_pool
 from mlgo.workers.base import in_submission_order
 
