@@ -1,12 +1,13 @@
-"""Corpora of pre-optimization bitcode in LLVM mlgo-utils format (see format.py).
+"""Corpora of pre-optimization bitcode in LLVM mlgo-utils format (format.py reads, writer.py writes).
 
     corpus = mlgo.corpus.load_corpus(path)          # ours or mlgo-utils', as it is
     argv = corpus.modules[0].compile_argv(clang, "out.o", extra_flags)
     path = mlgo.corpus.default_corpus(22)           # built once into mlgo_home()
 """
 from mlgo.corpus.format import (Corpus, CorpusError, CorpusModule, CorpusProblem,
-                                CorpusWriter, clean_cc1_flags, load_corpus, read_cmd,
-                                split_for, write_corpus, kind_of, HELDOUT_FRACTION)
+                                clean_cc1_flags, load_corpus, read_cmd, split_for, kind_of,
+                                HELDOUT_FRACTION)
+from mlgo.corpus.writer import CorpusWriter, write_corpus
 
 
 def default_corpus(llvm_version: int | None = None, opt: str = "Oz", **kwargs):

@@ -26,6 +26,7 @@ import sys
 import time
 
 from mlgo.corpus import format as fmt
+from mlgo.corpus import writer as corpus_writer
 from mlgo.corpus.source_tree import (PACKAGE_HEADERS, Unit, driver_flags, find_units,
                                      generate_config_dir, include_dirs)
 from mlgo.corpus.sources import BuildError, DEFAULT_PACKAGES, PACKAGE_SETS, _run, fetch_source
@@ -120,7 +121,7 @@ def make_corpus(output: str | os.PathLike, packages=DEFAULT_PACKAGES, opt: str =
   cache = pathlib.Path(cache) if cache else cli.mlgo_home() / "sources"
   out = pathlib.Path(output)
   _prepare_output(out)
-  writer = fmt.CorpusWriter(out, llvm_version=llvm_version, opt_level=opt,
+  writer = corpus_writer.CorpusWriter(out, llvm_version=llvm_version, opt_level=opt,
                             clang_version=toolchain_lib.clang_version_string(llvm_version))
   stats = {"packages": {}, "failed_packages": {}}
   units: list[Unit] = []
@@ -219,7 +220,7 @@ def import_corpus(src: str | os.PathLike, output: str | os.PathLike,
   if out.resolve() == pathlib.Path(src).resolve():
     raise BuildError(f"{out}: --import source and --output are the same directory")
   _prepare_output(out)
-  w = fmt.CorpusWriter(out, llvm_version=c.llvm_version, opt_level=c.opt_level,
+  w = corpus_writer.CorpusWriter(out, llvm_version=c.llvm_version, opt_level=c.opt_level,
                        clang_version=c.clang_version,
                        extra_meta={"imported_from": str(pathlib.Path(src).resolve())})
   for m in c.modules:

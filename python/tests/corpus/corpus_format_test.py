@@ -16,6 +16,7 @@ from mlgo.corpus import bitcode
 from mlgo.corpus import build
 from mlgo.corpus import source_tree
 from mlgo.corpus import format as fmt
+from mlgo.corpus import writer as corpus_writer
 from mlgo.util import toolchain as toolchain_lib
 
 TC = toolchain_lib.toolchain(22)
@@ -47,7 +48,7 @@ def units(tmp_path_factory):
 
 def _write(tmp_path, units_, names=("checksum.c", "table.cc")):
   root, res = units_
-  w = fmt.CorpusWriter(tmp_path / "corpus", llvm_version=22, opt_level="Oz",
+  w = corpus_writer.CorpusWriter(tmp_path / "corpus", llvm_version=22, opt_level="Oz",
                        clang_version=toolchain_lib.clang_version_string(22))
   for rel in names:
     r = res[rel]
