@@ -85,6 +85,10 @@ class PPOConfig:
     "function_size" (measured per-function sizes; needs samples_per_module >= 2).
   module_reward_weight: weight of the key's shared reward in each decision's reward
     (1: the usual; 0 with a credit: each decision gets its credit alone).
+  validation_packages: if > 0, that many whole packages of the training split (a seeded
+    choice; or the ones named in validation_package_names) are never sampled by PPO and
+    the validation modules come from them: the kept policy is the one that does best on
+    packages it never trained on, as new code would meet it.
   """
 
   def __init__(self, modules_per_iteration: int = 32, num_iterations: int = 100,
@@ -106,7 +110,8 @@ class PPOConfig:
                trace_max_decisions_per_module: int = 0,
                batch_advantage_normalization: bool = False, credit: str = "",
                credit_model: str = "", credit_weight: float = 1.0,
-               module_reward_weight: float = 1.0):
+               module_reward_weight: float = 1.0, validation_packages: int = 0,
+               validation_package_names=()):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
   def to_json(self):
@@ -135,6 +140,13 @@ class Trainer:
     self.train_modules = self.corpus.split("train") or list(self.corpus.modules)
     if not self.train_modules:
       raise ValueError(f"{corpus_dir}: corpus has no modules")
+    # Packages kept for validation only (none by default: validation samples training modules).
+    self.train_modules, self.validation_pool, self.validation_package_list = \
+        selection.hold_out_packages(self.train_modules, self.cfg, corpus_dir)
+    if self.validation_package_list:
+      print(f"validation packages (never sampled for training): "
+            f"{', '.join(self.validation_package_list)} ({len(self.validation_pool)} modules; "
+            f"{len(self.train_modules)} modules left to train on)", file=stream)
     self.ckpt_dir = self.output / "checkpoint"
     self._recover_checkpoint_dir()
     self.state = self._load_state()
@@ -343,7 +355,8 @@ class Trainer:
     shutil.rmtree(old, ignore_errors=True)
 
   def validation_set(self):
-    return selection.validation_set(self.train_modules, self.state, self.cfg)
+    return selection.validation_set(self.validation_pool or self.train_modules, self.state,
+                                    self.cfg)
 
   def validate(self, weights):
     """Greedy policy on the validation modules: (change vs default in %, CPU seconds)."""
@@ -431,8 +444,9 @@ class Trainer:
   def _keep_if_best(self, val: float, it: int, policy_dir):
     selection.keep_if_best(self.state, self.output, val, it, policy_dir)
     b = self.state.get("best_validation") or {"change_pct": float("nan"), "iteration": None}
-    print(f"iteration {it}: greedy validation on {len(self.validation_set())} training "
-          f"modules {val:+.3f}% vs default ({self.cfg.validation_metric}; best "
+    where = ("modules of held-out packages" if self.validation_pool else "training modules")
+    print(f"iteration {it}: greedy validation on {len(self.validation_set())} {where} "
+          f"{val:+.3f}% vs default ({self.cfg.validation_metric}; best "
           f"{b['change_pct']:+.3f}% at iteration {b['iteration']})", file=self.stream,
           flush=True)
 

@@ -10,7 +10,9 @@ code from a new package would); "key_geomean": the geomean over keys (functions 
 regalloc) of (policy + 1) / (default + 1), which no single hot function decides (the
 evaluator's own figure, report.key_geomean). validation_regression_weight adds that
 many points per percent of validation modules more than 1% worse than the default (what
-users of a size or speed policy notice first).
+users of a size or speed policy notice first). validation_packages keeps whole packages
+out of training and validates on them (hold_out_packages), so the rule weighs code the
+policy never trained on.
 """
 import os
 import shutil
@@ -21,6 +23,33 @@ from mlgo.env import work
 from mlgo.evaluation.report import key_geomean
 from mlgo.workers import make_pool
 from mlgo.workers.base import in_submission_order
+
+
+def hold_out_packages(train_modules, cfg, where="corpus"):
+  """(modules to train on, validation pool, package names) under cfg.validation_packages /
+  validation_package_names; with neither, (train_modules, [], []). Named packages must be
+  in the training split; a count takes a seeded choice of the packages, and leaves at
+  least one package to train on."""
+  names = list(getattr(cfg, "validation_package_names", ()) or ())
+  count = int(getattr(cfg, "validation_packages", 0) or 0)
+  if not names and count <= 0:
+    return list(train_modules), [], []
+  packages = sorted({m.package for m in train_modules})
+  if names:
+    missing = [n for n in names if n not in packages]
+    if missing:
+      raise ValueError(f"{where}: validation_package_names {missing} are not packages of "
+                       f"the training split (it has {', '.join(packages)})")
+    chosen = sorted(set(names))
+  else:
+    if count >= len(packages):
+      raise ValueError(f"{where}: validation_packages={count} leaves no package to train "
+                       f"on (the training split has {len(packages)})")
+    rng = np.random.default_rng(cfg.seed + 4242)
+    chosen = sorted(packages[i] for i in rng.choice(len(packages), size=count, replace=False))
+  keep = set(chosen)
+  return ([m for m in train_modules if m.package not in keep],
+          [m for m in train_modules if m.package in keep], chosen)
 
 
 def validation_set(train_modules, state: dict, cfg) -> list:

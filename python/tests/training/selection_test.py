@@ -81,3 +81,37 @@ def test_validation_set_is_fixed_and_fills_in_missing_defaults(setup):
   assert scores == {k: v for k, v in default.items() if problem.module_of(k) in state["default_modules"]}
   want, _ = selection.validate(problem, c, first, pol.spec, pol.arch.w, default, cfg)
   assert val == pytest.approx(want) and val == val
+
+
+def test_hold_out_packages_keeps_whole_packages_out_of_training(setup):
+  c, *_ = setup
+  train = c.split("train") or list(c.modules)
+  packages = sorted({m.package for m in train})
+  # Off by default: every training module trains, validation samples them.
+  assert selection.hold_out_packages(train, ppo.PPOConfig()) == (train, [], [])
+  rest, pool, chosen = selection.hold_out_packages(
+      train, ppo.PPOConfig(validation_packages=2, seed=3))
+  assert len(chosen) == 2 and set(chosen) <= set(packages)
+  assert {m.package for m in pool} == set(chosen)
+  assert not {m.package for m in rest} & set(chosen)
+  assert len(rest) + len(pool) == len(train)
+  # The choice is the seed's, so a resumed run validates on the same packages.
+  assert selection.hold_out_packages(
+      train, ppo.PPOConfig(validation_packages=2, seed=3))[2] == chosen
+  named = selection.hold_out_packages(
+      train, ppo.PPOConfig(validation_package_names=("tree",)))
+  assert named[2] == ["tree"] and {m.package for m in named[1]} == {"tree"}
+  with pytest.raises(ValueError, match=r"\['nope'\] are not packages of the training split"):
+    selection.hold_out_packages(train, ppo.PPOConfig(validation_package_names=("nope",)))
+  with pytest.raises(ValueError, match="leaves no package to train on"):
+    selection.hold_out_packages(train, ppo.PPOConfig(validation_packages=len(packages)))
+
+
+def test_trainer_validates_on_held_out_packages_and_never_samples_them(setup, tmp_path):
+  c, _, _, _, _ = setup
+  cfg = ppo.PPOConfig(validation_package_names=("matrix",), validation_modules=100, jobs=2)
+  t = ppo.Trainer(c.path, tmp_path / "run", warmstart=ROOT / "models" / "inlining_oz",
+                  config=cfg)
+  assert t.train_modules and all(m.package != "matrix" for m in t.train_modules)
+  val = t.validation_set()
+  assert val and {m.package for m in val} == {"matrix"}
