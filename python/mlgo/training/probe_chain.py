@@ -32,7 +32,8 @@ import sys
 import threading
 import time
 
-from mlgo.evaluation.evaluate import REGRESSION_THRESHOLD as REGRESSION, evaluate
+from mlgo.evaluation.evaluate import evaluate
+from mlgo.evaluation.report import REGRESSION_THRESHOLD as REGRESSION
 from mlgo.policy import policy_io
 
 HEARTBEAT_S = 30.0
