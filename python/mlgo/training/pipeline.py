@@ -185,8 +185,7 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
     src = out / "ppo" / "best_policy"
     report["best_validation"] = best
     say(f"final policy: the best greedy validation one (iteration {best['iteration']}, "
-        f"{best['change_pct']:+.2f}% {pcfg.validation_metric} on "
-        f"{'modules of held-out packages' if trainer.validation_pool else 'training modules'})")
+        f"{best['change_pct']:+.2f}% {pcfg.validation_metric} on {trainer.validation_where})")
     if cfg.final_policy != "best":
       src = _merge_best(trainer.state, out / "ppo", cfg, report, say) or src
   pol = policy_io.load_policy(src)

@@ -441,11 +441,16 @@ class Trainer:
           f"{t_export:.1f}s", file=self.stream, flush=True)
     return rec
 
+  @property
+  def validation_where(self) -> str:
+    """What the validation modules are, for progress lines."""
+    return "modules of held-out packages" if self.validation_pool else "training modules"
+
   def _keep_if_best(self, val: float, it: int, policy_dir):
     selection.keep_if_best(self.state, self.output, val, it, policy_dir)
     b = self.state.get("best_validation") or {"change_pct": float("nan"), "iteration": None}
-    where = ("modules of held-out packages" if self.validation_pool else "training modules")
-    print(f"iteration {it}: greedy validation on {len(self.validation_set())} {where} "
+    print(f"iteration {it}: greedy validation on {len(self.validation_set())} "
+          f"{self.validation_where} "
           f"{val:+.3f}% vs default ({self.cfg.validation_metric}; best "
           f"{b['change_pct']:+.3f}% at iteration {b['iteration']})", file=self.stream,
           flush=True)

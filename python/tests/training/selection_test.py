@@ -115,3 +115,7 @@ def test_trainer_validates_on_held_out_packages_and_never_samples_them(setup, tm
   assert t.train_modules and all(m.package != "matrix" for m in t.train_modules)
   val = t.validation_set()
   assert val and {m.package for m in val} == {"matrix"}
+  assert t.validation_where == "modules of held-out packages"
+  plain = ppo.Trainer(c.path, tmp_path / "plain", warmstart=ROOT / "models" / "inlining_oz",
+                      config=ppo.PPOConfig(validation_modules=100, jobs=2))
+  assert plain.validation_where == "training modules"
