@@ -49,9 +49,10 @@ def main(argv=None):
   ap.add_argument("--next_policy", default="tuned", choices=["tuned", "average"],
                   help="the next round probes the tuned policy, or its weight average "
                   "with the probed one")
-  ap.add_argument("--average_weight", type=float, default=0.5,
+  ap.add_argument("--average_weight", default="0.5",
                   help="--next_policy=average: the tuned policy's share of the average "
-                  "(0.5: half way from the probed policy; 1: the tuned one)")
+                  "(0.5: half way from the probed policy; 1: the tuned one); a list such "
+                  "as 1,1,0.5 is a schedule, one a round, the last repeating")
   ap.add_argument("--probe_rounds_kept", type=int, default=2,
                   help="fine-tuning reads this many latest rounds' probes")
   ap.add_argument("--regression_penalty", type=float, default=0.0,

@@ -54,7 +54,9 @@ class ChainConfig:
   credit: str = "function_size"
   random_fraction: float = 0.25
   next_policy: str = "tuned"        # "tuned" or "average" (of the probed and tuned policy)
-  average_weight: float = 0.5       # "average": the tuned policy's share (1 = "tuned")
+  # "average": the tuned policy's share (1 = "tuned"), one per round, the last repeating
+  # (a schedule: big steps first, smaller ones later; a float is one weight for all rounds)
+  average_weight: tuple[float, ...] | float = (0.5,)
   probe_rounds_kept: int = 2        # fine-tuning reads this many latest rounds' probes
   regression_penalty: float = 0.0   # probe_tuning: bytes past 1.01 x default weigh 1 + this
   max_regressed_pct: float = 3.0
@@ -65,18 +67,39 @@ class ChainConfig:
   seed: int = 0
   timeout: float = 300.0
 
+  def __post_init__(self):
+    self.average_weight = weight_schedule(self.average_weight)
+
+  def weight_for(self, round_no: int) -> float:
+    """The tuned policy's share of round `round_no`'s average (rounds count from 1)."""
+    return self.average_weight[min(round_no, len(self.average_weight)) - 1]
+
   def check(self):
     if self.next_policy not in ("tuned", "average"):
       raise ValueError(f"next_policy must be 'tuned' or 'average', not {self.next_policy!r}")
-    if not 0.0 < self.average_weight <= 1.0:
-      raise ValueError(f"average_weight is the tuned policy's share, in (0, 1], not "
-                       f"{self.average_weight}")
+    if not self.average_weight or not all(0.0 < w <= 1.0 for w in self.average_weight):
+      raise ValueError(f"average_weight is the tuned policy's share, each in (0, 1], not "
+                       f"{show_weights(self.average_weight)}")
     if self.rounds < 0 or self.probe_rounds_kept < 1 or self.jobs < 1:
       raise ValueError("rounds >= 0, probe_rounds_kept >= 1 and jobs >= 1 are needed")
     if self.flips_per_compile > 1 and self.credit != "function_size":
       raise ValueError("flips_per_compile > 1 needs credit='function_size'")
     if self.flip_compiles and self.flips_per_compile < 2:
       raise ValueError("flip_compiles > 0 packs flips: it needs flips_per_compile > 1")
+
+
+def weight_schedule(w) -> tuple[float, ...]:
+  """A float, a list (a ledger's JSON) or "1,1,0.5" (the command line) as a tuple."""
+  if isinstance(w, str):
+    try:
+      return tuple(float(x) for x in w.split(","))
+    except ValueError:
+      raise ValueError(f"average_weight: comma-separated numbers, not {w!r}") from None
+  return tuple(float(x) for x in w) if isinstance(w, (list, tuple)) else (float(w),)
+
+
+def show_weights(w) -> str:
+  return ",".join(f"{x:g}" for x in weight_schedule(w))
 
 
 class Ledger:
@@ -93,10 +116,13 @@ class Ledger:
       for k in ("corpus", "problem", "start", "jobs", "max_probes", "flips_per_compile",
                 "flip_compiles", "credit", "next_policy", "average_weight", "seed", "regression_penalty", "ppo_iterations",
                 "ppo_gin"):
-        was = old.get(k, fields[k])  # a ledger older than the field: its default
-        if was != getattr(config, k):
-          raise ValueError(f"{self.path}: a chain with {k}={was!r} is here, not "
-                           f"{getattr(config, k)!r}; use a new output dir")
+        was, now = old.get(k, fields[k]), getattr(config, k)  # older ledger: the default
+        show = repr
+        if k == "average_weight":  # a float in ledgers before schedules, a list in JSON
+          was, now, show = show_weights(was), show_weights(now), str
+        if was != now:
+          raise ValueError(f"{self.path}: a chain with {k}={show(was)} is here, not "
+                           f"{show(now)}; use a new output dir")
       self.data["config"] = dataclasses.asdict(config)  # rounds and budget may grow
     else:
       self.data = {"format": 1, "config": dataclasses.asdict(config), "stages": {},
@@ -332,7 +358,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     if cfg.next_policy == "average":
       led.run(f"average-{r}", lambda p=policy, d=rdir: policy_io.average_policies(
           [p, d / "tuned"], d / "average",
-          weights=[1.0 - cfg.average_weight, cfg.average_weight]), cfg.jobs, stream)
+          weights=[1.0 - cfg.weight_for(r), cfg.weight_for(r)]), cfg.jobs, stream)
     policy, name = nxt, f"round-{r:02d}"
     dirs[name] = policy
     led.data["made_at"].setdefault(name, led.cpu_hours())

@@ -72,9 +72,26 @@ def test_ledger_counts_a_cut_stage_and_refuses_another_chain(tmp_path):
         corpus="c", output=str(tmp_path), average_weight=0.75))
   with pytest.raises(ValueError, match="next_policy"):
     probe_chain.ChainConfig(corpus="c", output="o", next_policy="best").check()
-  for w in (0.0, 1.5):
+  for w in (0.0, 1.5, "1,0"):
     with pytest.raises(ValueError, match="average_weight"):
       probe_chain.ChainConfig(corpus="c", output="o", average_weight=w).check()
+  with pytest.raises(ValueError, match="comma-separated numbers, not '1;0.5'"):
+    probe_chain.ChainConfig(corpus="c", output="o", average_weight="1;0.5")
+  # A ledger from before schedules holds one float: the same weight as a one-entry list.
+  d = json.loads((tmp_path / "chain.json").read_text())
+  d["config"]["average_weight"] = 0.5
+  (tmp_path / "chain.json").write_text(json.dumps(d))
+  probe_chain.Ledger(tmp_path / "chain.json", cfg)
+  with pytest.raises(ValueError, match="average_weight=0.5 is here, not 1,0.5"):
+    probe_chain.Ledger(tmp_path / "chain.json", probe_chain.ChainConfig(
+        corpus="c", output=str(tmp_path), average_weight="1,0.5"))
+
+
+def test_weight_schedule_one_a_round_the_last_repeating():
+  cfg = probe_chain.ChainConfig(corpus="c", output="o", average_weight="1,1,0.5")
+  assert [cfg.weight_for(r) for r in range(1, 6)] == [1.0, 1.0, 0.5, 0.5, 0.5]
+  assert probe_chain.ChainConfig(corpus="c", output="o", average_weight=0.75
+                                 ).average_weight == (0.75,)
   with pytest.raises(ValueError, match="flips_per_compile > 1"):
     probe_chain.ChainConfig(corpus="c", output="o", flip_compiles=4,
                             flips_per_compile=1).check()
@@ -160,6 +177,26 @@ def test_rerun_adds_rounds_reruns_cut_stage_and_stops_at_budget(chain):
   d4 = probe_chain.run(cfg4)
   assert "probe-4" not in d4["stages"]
   assert d4["selected"] in d4["policies"]
+
+
+def test_scheduled_average_uses_each_rounds_weight(chain):
+  corpus, root, _, _ = chain
+  out = root / "sched"
+  cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(out), start=str(root / "out" / "start"),
+                                rounds=2, max_probes=8, next_policy="average",
+                                average_weight="1,0.25")
+  data = probe_chain.run(cfg)
+  assert {"average-1", "average-2"} <= set(data["stages"])
+  w = {n: np.load(p / "weights.npz") for n, p in [
+      ("start", out / "start"), ("tuned1", out / "round-01" / "tuned"),
+      ("avg1", out / "round-01" / "average"), ("tuned2", out / "round-02" / "tuned"),
+      ("avg2", out / "round-02" / "average")]}
+  for k in w["start"].files:
+    # Round 1 at weight 1 is the tuned policy; round 2 moves a quarter of the way.
+    np.testing.assert_allclose(w["avg1"][k], w["tuned1"][k], rtol=1e-6)
+    np.testing.assert_allclose(w["avg2"][k], 0.75 * w["avg1"][k] + 0.25 * w["tuned2"][k],
+                               rtol=1e-5, atol=1e-6)
+  assert not all(np.array_equal(w["tuned2"][k], w["avg2"][k]) for k in w["start"].files)
 
 
 def test_a_round_fits_the_budget_only_with_its_policys_evaluation():
