@@ -17,6 +17,7 @@ inlined again and again into one caller, each time one more copy).
 import collections
 import dataclasses
 import os
+import subprocess
 import tempfile
 
 import numpy as np
@@ -67,6 +68,19 @@ class _DefaultAt:
     return self.policy.act(obs)
 
 
+def demangle(names, llvm_version: int = 22) -> list[str]:
+  """C++ names as people read them (LLVM's llvm-cxxfilt, one run for all); names it
+  does not know, or a missing tool, stay as they are."""
+  names = list(names)
+  tool = f"/usr/lib/llvm-{llvm_version}/bin/llvm-cxxfilt"
+  if not names or not os.path.exists(tool):
+    return names
+  p = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True,
+                     timeout=60, check=False)
+  out = p.stdout.splitlines()
+  return out if p.returncode == 0 and len(out) == len(names) else names
+
+
 def _size(problem, module, result) -> float:
   if not result.ok:
     raise RuntimeError(f"{module.name}: compile failed: {result.reason}")
@@ -100,6 +114,10 @@ def explain_module(module, policy, problem_name: str = "inlining", *, llvm_versi
     except inline_remarks.RemarksError:
       ml = []
   names = len(ml) == len(rec.rows)
+  if names:
+    readable = demangle([r.caller for r in ml] + [r.callee for r in ml], llvm_version)
+    ml = [inline_remarks.Remark(r.kind, r.name, a, b)
+          for r, a, b in zip(ml, readable[:len(ml)], readable[len(ml):])]
   deps = [Departure(i, a, d, ml[i].caller if names else "", ml[i].callee if names else "", f)
           for i, (a, d, f) in enumerate(rec.rows) if a != d]
   for dep in deps[:max_reverts]:
@@ -126,6 +144,10 @@ def by_site(departures) -> list[dict]:
   return sorted(groups.values(), key=lambda g: -g["saved"])
 
 
+def _cell(name: str) -> str:
+  return "`" + (name or "?").replace("|", "\\|") + "`"  # operator| in a table cell
+
+
 def markdown(rep: dict, top: int = 20) -> str:
   """One module's explanation: the totals, then the call sites that cost the most."""
   d, p = rep["default"], rep["policy"]
@@ -139,7 +161,7 @@ def markdown(rep: dict, top: int = 20) -> str:
   for g in by_site(rep["departures"])[:top]:
     saved = f"{g['saved']:+.0f}" + ("" if g["measured"] == g["count"] else
                                      f" ({g['measured']} of {g['count']} measured)")
-    lines.append(f"| `{g['caller'] or '?'}` | `{g['callee'] or '?'}` | "
+    lines.append(f"| {_cell(g['caller'])} | {_cell(g['callee'])} | "
                  f"{'inline' if g['action'] else 'keep call'} | {g['count']} | {saved} |")
   return "\n".join(lines) + "\n"
 

@@ -75,6 +75,12 @@ def test_max_reverts_leaves_the_rest_unmeasured(module, report):
   assert "measured)" in growth.markdown(rep) or len(rep["departures"]) == 1
 
 
+def test_names_are_demangled():
+  assert growth.demangle(["_ZN10LogMessageC2EPKci", "run", "_Zbogus"]) == [
+      "LogMessage::LogMessage(char const*, int)", "run", "_Zbogus"]
+  assert growth.demangle([]) == []
+
+
 def test_only_inlining_problems():
   with pytest.raises(ValueError, match="regalloc_eviction"):
     growth.explain_module(None, GREEDY_INLINER, "regalloc_eviction")
