@@ -144,8 +144,36 @@ def by_site(departures) -> list[dict]:
   return sorted(groups.values(), key=lambda g: -g["saved"])
 
 
+def _collapse(name: str, open_: str, close: str) -> str:
+  """`name` with every outermost open_..close group emptied to open_ + "..." + close."""
+  out, depth = [], 0
+  for ch in name:
+    if ch == open_:
+      depth += 1
+      if depth == 1:
+        out.append(open_ + "...")
+      continue
+    if ch == close and depth:
+      depth -= 1
+      if depth == 0:
+        out.append(close)
+      continue
+    if depth == 0:
+      out.append(ch)
+  return "".join(out)
+
+
+def short_name(name: str, width: int = 80) -> str:
+  """A long C++ name readable in a table: template arguments, then parameters, elided
+  (growth.csv keeps the whole name). operator< and friends are left alone."""
+  if len(name) <= width or "operator" in name:
+    return name
+  name = _collapse(name, "<", ">")
+  return name if len(name) <= width else _collapse(name, "(", ")")
+
+
 def _cell(name: str) -> str:
-  return "`" + (name or "?").replace("|", "\\|") + "`"  # operator| in a table cell
+  return "`" + short_name(name or "?").replace("|", "\\|") + "`"  # operator| in a table
 
 
 def markdown(rep: dict, top: int = 20) -> str:

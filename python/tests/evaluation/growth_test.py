@@ -81,6 +81,16 @@ def test_names_are_demangled():
   assert growth.demangle([]) == []
 
 
+def test_long_names_are_shortened_for_the_table():
+  long = ("std::_Rb_tree_node<std::pair<TagLib::String const, TagLib::StringList>>* "
+          "std::_Rb_tree<TagLib::String, std::pair<TagLib::String const, TagLib::StringList>>"
+          "::_M_copy(std::_Rb_tree_node<std::pair<TagLib::String const, TagLib::StringList>>*)")
+  assert growth.short_name(long) == ("std::_Rb_tree_node<...>* std::_Rb_tree<...>::_M_copy("
+                                     "std::_Rb_tree_node<...>*)")
+  assert growth.short_name("run") == "run"
+  assert growth.short_name("x" * 90 + "::operator<(int)").endswith("operator<(int)")
+
+
 def test_only_inlining_problems():
   with pytest.raises(ValueError, match="regalloc_eviction"):
     growth.explain_module(None, GREEDY_INLINER, "regalloc_eviction")
