@@ -73,7 +73,10 @@ def inline_advisor_plugin(name, model, llvm_version = 22, **kwargs):
     """
     native.cc_binary(
         name = name + ".so",
-        srcs = ["//cc/inline_plugin:inline_plugin.cc"],
+        srcs = [
+            "//cc/inline_plugin:context_features.h",
+            "//cc/inline_plugin:inline_plugin.cc",
+        ],
         deps = [model, "@llvm%d//:headers" % llvm_version],
         linkshared = True,
         # Optimized whatever the compilation mode: this code runs inside every compile.

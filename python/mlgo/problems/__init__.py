@@ -13,7 +13,8 @@ file), registered in the table below.
     problem.action        # ActionSpec(name, dtype, shape, low, high)
 
 Registered: "inlining" and "inlining_ir2vec" (inlining.py; the variant also sends the
-callee's and caller's instruction mix, ir2vec.py), "regalloc_eviction" and "regalloc_priority"
+callee's and caller's instruction mix, ir2vec.py), "inlining_ctx" and
+"inlining_ir2vec_ctx" (call-site context features from a clang plugin), "regalloc_eviction" and "regalloc_priority"
 (regalloc.py), and their "_perf" variants scored by the learned performance model.
 Each module's docstring documents its reward precisely.
 """
@@ -24,6 +25,9 @@ from mlgo.problems import regalloc as _regalloc
 _REGISTRY = {
     "inlining": _inlining.make_problem,
     "inlining_ir2vec": lambda: _inlining.make_problem(with_ir2vec=True),
+    # Call-site context from the context plugin (inlining.CONTEXT_FEATURES).
+    "inlining_ctx": lambda: _inlining.make_problem(with_context=True),
+    "inlining_ir2vec_ctx": lambda: _inlining.make_problem(with_ir2vec=True, with_context=True),
     "regalloc_eviction": _regalloc.make_eviction_problem,
     "regalloc_priority": _regalloc.make_priority_problem,
     # The same decisions scored by the learned performance model (regalloc.py).

@@ -69,6 +69,8 @@ class Problem:
     probe_volatile             features that any decision elsewhere in the module changes
                                (module-wide counts); several flips in one compile find
                                their call sites again without them (training.multi_flip).
+    channel_plugin             () -> path of a clang plugin that owns the channel and
+                               sends more features than stock clang (inlining_ctx).
   """
   name: str
   tool: str                                # "clang" | "llc"
@@ -108,6 +110,9 @@ class Problem:
                                                   # another reward
   probe_alternative: Optional[Callable[[dict, Any], Any]] = None
   probe_volatile: Sequence[str] = ()
+  # A clang pass plugin that owns the channel (it sends features stock clang does not):
+  # () -> its path, loaded with -fpass-plugin whenever the channel is open.
+  channel_plugin: Optional[Callable[[], str]] = None
 
   @property
   def feature_names(self) -> list[str]:
@@ -119,7 +124,8 @@ class Problem:
       flags += list(self.default_policy_options)
     flags.append(f"{self.channel_option}={base}")
     if self.tool == "clang":
-      return [x for f in flags for x in ("-mllvm", f)]
+      plugin = [f"-fpass-plugin={self.channel_plugin()}"] if self.channel_plugin else []
+      return plugin + [x for f in flags for x in ("-mllvm", f)]
     return flags
 
   def scores(self, module_name: str, reward: dict) -> dict:

@@ -89,6 +89,19 @@ def validate(action, obs):
 
 
 EMBEDDING_FEATURES = ("callee_embedding", "caller_embedding")
+# Sent by the context plugin (cc/inline_plugin/context_features.h), computed fresh at each
+# call site: whether the callee goes away once unused (local or linkonce linkage), whether
+# something other than a call keeps it, its uses now, its calls in this caller, and how
+# many of its call sites were inlined so far. Stock clang says none of this; explain_growth
+# found the largest growths on unseen code where it matters (the 85th inlined copy of a
+# callee that "has 2 users").
+CONTEXT_FEATURES = ("callee_discardable", "callee_address_taken", "callee_uses",
+                    "callee_sites_in_caller", "callee_times_inlined")
+
+
+def context_plugin() -> str:
+  from mlgo.util import compiler_plugins  # pylint: disable=import-outside-toplevel
+  return compiler_plugins.plugin_path(compiler_plugins.INLINE_CONTEXT, 22)
 
 
 def reward(outputs: dict) -> dict:
@@ -120,16 +133,28 @@ def architecture(features, norms, hidden) -> dict:
           "num_actions": 2, "output_name": "inlining_decision", "output_dtype": "int64"}
 
 
-def make_problem(with_ir2vec: bool = False) -> Problem:
+def problem_name(with_ir2vec: bool = False, with_context: bool = False) -> str:
+  return "inlining" + ("_ir2vec" if with_ir2vec else "") + ("_ctx" if with_context else "")
+
+
+def make_problem(with_ir2vec: bool = False, with_context: bool = False) -> Problem:
   """with_ir2vec: the variant "inlining_ir2vec" (clang-22 only), whose policy also sees the
-  callee's and the caller's instruction mix (mlgo.problems.ir2vec)."""
+  callee's and the caller's instruction mix (mlgo.problems.ir2vec). with_context: "_ctx"
+  variants (clang-22 only) whose policy also sees CONTEXT_FEATURES, sent by the context
+  plugin that clang loads for the channel."""
   features = [spec(n, np.int64) for n in FEATURE_NAMES]
   extra_options = ()
   if with_ir2vec:
     features += [spec(n, np.float32, (ir2vec.DIM,)) for n in EMBEDDING_FEATURES]
     extra_options = ir2vec.clang_options(ir2vec.vocabulary_path())
+  if with_context:
+    features += [spec(n, np.int64) for n in CONTEXT_FEATURES]
+  volatile = ("node_count", "edge_count")
+  if with_context:
+    # Other inlines change them: the callee's uses and copies, the caller's calls.
+    volatile += ("callee_uses", "callee_sites_in_caller", "callee_times_inlined")
   return Problem(
-      name="inlining_ir2vec" if with_ir2vec else "inlining",
+      name=problem_name(with_ir2vec, with_context),
       tool="clang",
       features=features,
       action=ActionSpec("inlining_decision", np.dtype(np.int64), (1,), 0, 1),
@@ -148,7 +173,7 @@ def make_problem(with_ir2vec: bool = False) -> Problem:
       reward_fn=reward,
       key="module",
       score_fn=text_size_score,
-      variant_of="inlining" if with_ir2vec else None,
+      variant_of="inlining" if (with_ir2vec or with_context) else None,
       reward_delta=0.01,
       architecture_fn=architecture,
       default_hidden=(64, 64),
@@ -156,5 +181,6 @@ def make_problem(with_ir2vec: bool = False) -> Problem:
       score_name="text",
       probe_alternative=other_decision,
       # The call graph's size: every inline or deleted function elsewhere changes it.
-      probe_volatile=("node_count", "edge_count"),
+      probe_volatile=volatile,
+      channel_plugin=context_plugin if with_context else None,
   )

@@ -29,6 +29,7 @@ import threading
 import time
 import traceback
 
+from mlgo.util import compiler_plugins as plugins
 from mlgo.workers.base import QueuedPool, TaskResult
 
 _PKG_DIR = pathlib.Path(__file__).resolve().parents[1]   # python/mlgo
@@ -51,10 +52,9 @@ def _import_ray():
 
 def _support_files() -> dict:
   """Files outside the Python package that tasks may need on any node, as
-  {environment variable: path}. The tracer plugin is built on each node from its source."""
-  root = _PKG_DIR.parents[1]
-  src = root / "cc" / "regalloc_trace" / "regalloc_trace.cc"
-  return {"MLGO_REGALLOC_TRACE_SOURCE": src} if src.exists() else {}
+  {environment variable: path}. The compiler plugins are built on each node from their
+  sources (mlgo.util.compiler_plugins)."""
+  return plugins.support_files(_PKG_DIR.parents[1])
 
 
 def connect(address: str | None = None, *, num_cpus: int | None = None):
