@@ -11,11 +11,15 @@
 // count. Any difference aborts with a message listing it, when the plugin is loaded and
 // again when the advisor is created (the compiler can add features, e.g. IR2Vec ones).
 //
+// A model trained with the context plugin's features (problems inlining_ctx,
+// inlining_ir2vec_ctx) gets them computed here by the same code (context_features.h).
+//
 // MLGO_INLINE_LOG=PATH appends one JSON line per model decision (caller, callee, the
 // features the model saw, the decision) so tests can compare with the Python policy.
 // MLGO_INLINE_FOLLOW_DEFAULT=1 evaluates the model but follows LLVM's heuristic: the
 // benchmark uses it to measure the advisor's own cost apart from its decisions' effects.
 
+#include "context_features.h"
 #include "mlgo_model.h"
 
 #include "llvm/Analysis/InlineAdvisor.h"
@@ -25,6 +29,7 @@
 #include "llvm/Analysis/InlineModelFeatureMaps.h"
 #include "llvm/Analysis/MLInlineAdvisor.h"
 #include "llvm/Analysis/MLModelRunner.h"
+#include "llvm/Analysis/OptimizationRemarkEmitter.h"
 #include "llvm/Analysis/TensorSpec.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/IR/Function.h"
@@ -88,6 +93,16 @@ bool modelTakesIR2Vec() {
   return false;
 }
 
+// All five context features or none: the plugin fills them as a block.
+bool modelTakesContext() {
+  size_t N = 0;
+  for (const auto &I : mlgo_model::kInputs) N += mlgo_context::isContextFeature(I.name);
+  if (N != 0 && N != mlgo_context::kCount)
+    report_fatal_error("mlgo inline advisor plugin: the model takes some but not all of "
+                       "the context features", false);
+  return N != 0;
+}
+
 // MLInlineAdvisor adds the embedding features only if the IR2Vec vocabulary analysis is
 // already cached; clang's own advisor setup computes it when the vocabulary option is
 // given, a plugin advisor must do the same. Without the option nothing is computed and
@@ -105,7 +120,8 @@ void loadIR2VecVocabularyIfGiven(Module &M, ModuleAnalysisManager &MAM) {
 }
 
 // Empty when the model's inputs are exactly the compiler's features (plus inputs no
-// compiler sends that we can fill: tf-agents bookkeeping, the default decision).
+// compiler sends that we can fill: tf-agents bookkeeping, the default decision, the
+// context features).
 // AtLoad: the compiler's feature list before options are known (no IR2Vec features).
 std::string compareFeatures(const std::vector<TensorSpec> &Compiler, bool AtLoad = false) {
   std::string Err;
@@ -125,7 +141,9 @@ std::string compareFeatures(const std::vector<TensorSpec> &Compiler, bool AtLoad
          << Found->elements;
   }
   for (const auto &I : mlgo_model::kInputs) {
-    if (isBookkeeping(I.name) || isDefaultDecision(I.name)) continue;
+    if (isBookkeeping(I.name) || isDefaultDecision(I.name) ||
+        mlgo_context::isContextFeature(I.name))
+      continue;
     if (AtLoad && isIR2VecFeature(I.name)) continue;
     bool Sent = false;
     for (const TensorSpec &S : Compiler) Sent |= S.name() == I.name;
@@ -161,11 +179,13 @@ const std::vector<TensorSpec> &initialFeatures() {
 }
 
 // The AOT model as LLVM's MLModelRunner. Feature buffers are the model's own argument
-// buffers (no copy); one extra slot at the end receives the default decision.
+// buffers (no copy); one extra slot after the compiler's features receives the default
+// decision, and (a context model) the next five the context features.
 class AOTModelRunner final : public MLModelRunner {
 public:
   AOTModelRunner(LLVMContext &Ctx, const std::vector<TensorSpec> &Features)
-      : MLModelRunner(Ctx, MLModelRunner::Kind::Release, Features.size() + 1),
+      : MLModelRunner(Ctx, MLModelRunner::Kind::Release,
+                      Features.size() + 1 + (modelTakesContext() ? mlgo_context::kCount : 0)),
         Model(std::make_unique<mlgo_model::Model>()), Features(Features) {
     std::string Diff = compareFeatures(Features);
     if (!Diff.empty()) featureMismatch(Diff, "creating the advisor");
@@ -182,6 +202,16 @@ public:
     TensorSpec DefaultSpec = TensorSpec::createSpec<int64_t>(DefaultDecisionName, {1});
     setUpBufferForTensor(Features.size(), DefaultSpec,
                          DefaultArg >= 0 ? Model->arg_data(DefaultArg) : nullptr);
+    if (modelTakesContext()) {
+      const std::vector<TensorSpec> Specs = mlgo_context::specs();
+      for (size_t I = 0; I < Specs.size(); ++I) {
+        int Arg = Model->LookupArgIndex(kFeedPrefix + Specs[I].name());
+        if (Arg < 0)
+          report_fatal_error(Twine("mlgo inline advisor plugin: compiled model has no "
+                                   "argument for feature ") + Specs[I].name());
+        setUpBufferForTensor(contextFirst() + I, Specs[I], Model->arg_data(Arg));
+      }
+    }
     if (const char *Path = std::getenv("MLGO_INLINE_LOG")) {
       std::error_code EC;
       Log = std::make_unique<raw_fd_ostream>(Path, EC, sys::fs::OF_Append);
@@ -192,6 +222,7 @@ public:
   }
 
   bool wantsDefaultDecision() const { return DefaultArg >= 0; }
+  size_t contextFirst() const { return Features.size() + 1; }
   int64_t *defaultDecisionSlot() { return getTensor<int64_t>(Features.size()); }
   bool logging() const { return Log != nullptr; }
   void setSite(StringRef Caller, StringRef Callee) {
@@ -236,6 +267,10 @@ private:
       }
       if (N > 1) OS << "]";
     }
+    if (modelTakesContext())
+      for (size_t I = 0; I < mlgo_context::kCount; ++I)
+        OS << ", \"" << mlgo_context::kNames[I] << "\": "
+           << getTensor<int64_t>(contextFirst() + I)[0];
     OS << "}";
     // The default decision, when the model takes it (a policy that defers to it).
     if (DefaultArg >= 0) OS << ", \"default\": " << *getTensor<int64_t>(Features.size());
@@ -267,17 +302,34 @@ protected:
     if (R.wantsDefaultDecision()) *R.defaultDecisionSlot() = GetDefaultAdvice(CB);
     if (R.logging())
       R.setSite(CB.getCaller()->getName(), CB.getCalledFunction()->getName());
+    if (Context) Tracker.fill(R, R.contextFirst(), CB);
     if (FollowDefault) {
       // Benchmark mode: evaluate the model (its cost is what we measure) but follow the
       // heuristic, so compile time is not changed by different inlining.
       (void)ModelRunner->evaluate<int64_t>();
-      return std::make_unique<MLInlineAdvice>(this, CB, ORE, GetDefaultAdvice(CB));
+      return advice(CB, ORE, GetDefaultAdvice(CB));
     }
-    return MLInlineAdvisor::getAdviceFromModel(CB, ORE);
+    return advice(CB, ORE, static_cast<bool>(ModelRunner->evaluate<int64_t>()));
+  }
+
+  // always_inline call sites are counted too (as the context plugin counts them).
+  std::unique_ptr<MLInlineAdvice> getMandatoryAdviceImpl(CallBase &CB) override {
+    if (!Context) return MLInlineAdvisor::getMandatoryAdviceImpl(CB);
+    auto &ORE = FAM.getResult<OptimizationRemarkEmitterAnalysis>(*CB.getCaller());
+    return advice(CB, ORE, true);
   }
 
 private:
+  std::unique_ptr<MLInlineAdvice> advice(CallBase &CB, OptimizationRemarkEmitter &ORE,
+                                         bool Inline) {
+    if (Context)
+      return std::make_unique<mlgo_context::CountingAdvice>(this, CB, ORE, Inline, Tracker);
+    return std::make_unique<MLInlineAdvice>(this, CB, ORE, Inline);
+  }
+
   std::shared_ptr<DefaultInlineAdvisor> Default;
+  const bool Context = modelTakesContext();
+  mlgo_context::Tracker Tracker;
   // MLGO_INLINE_FOLLOW_DEFAULT=1: measure the advisor's overhead alone.
   const bool FollowDefault = [] {
     const char *E = std::getenv("MLGO_INLINE_FOLLOW_DEFAULT");

@@ -21,6 +21,7 @@ SIGNATURE = "action"
 BOOKKEEPING_INPUTS = ("step_type", "discount", "reward")
 # What the compiler calls the decision, per problem (the header's "advice" name).
 DECISIONS = {"inlining": "inlining_decision", "inlining_ir2vec": "inlining_decision",
+             "inlining_ctx": "inlining_decision", "inlining_ir2vec_ctx": "inlining_decision",
              "regalloc_eviction": "index_to_evict", "regalloc_priority": "priority"}
 # LLVM TensorSpec type names (what the interactive header says) per TF dtype.
 _LLVM_TYPES = {"int64": "int64_t", "int32": "int32_t", "float32": "float",
@@ -70,7 +71,8 @@ class ModelSpec:
 def infer_problem(input_names, output_names) -> str:
   names = set(input_names) | set(output_names)
   if "inlining_decision" in names or "callee_basic_block_count" in names:
-    return "inlining_ir2vec" if "callee_embedding" in names else "inlining"
+    return ("inlining" + ("_ir2vec" if "callee_embedding" in names else "") +
+            ("_ctx" if "callee_times_inlined" in names else ""))
   if "index_to_evict" in names or "mask" in names:
     return "regalloc_eviction"
   if "priority" in names or "li_size" in names:

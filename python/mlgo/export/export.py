@@ -204,7 +204,7 @@ def export_policy(policy_dir, output_dir, *, tflite: bool = True, build_native: 
   if build_native:
     if spec.problem.startswith("inlining"):
       extra = ()
-      if spec.problem == "inlining_ir2vec":
+      if spec.problem.startswith("inlining_ir2vec"):
         # The vocabulary travels with the plugin: clang computes the embeddings from it.
         from mlgo.problems import ir2vec  # pylint: disable=import-outside-toplevel
         vocab = out / "ir2vec_vocab.json"
@@ -218,6 +218,9 @@ def export_policy(policy_dir, output_dir, *, tflite: bool = True, build_native: 
           continue
         if extra and v < 22:
           checks[f"plugin_llvm{v}"] = f"skipped: LLVM {v} sends no IR2Vec embeddings"
+          continue
+        if spec.problem.endswith("_ctx") and v < 22:
+          checks[f"plugin_llvm{v}"] = f"skipped: context models are built for LLVM 22"
           continue
         name = "inline_advisor.so" if v == llvm_versions[0] else f"inline_advisor_llvm{v}.so"
         _log(f"building {name} (LLVM {v})", quiet)

@@ -27,6 +27,7 @@ RUNTIME_SOURCES = (
     "xla/service/cpu/runtime_single_threaded_matmul_f64.cc",
 )
 PLUGIN_SRC = "cc/inline_plugin/inline_plugin.cc"
+PLUGIN_HEADERS = ("cc/inline_plugin/context_features.h",)   # included from its directory
 # The advisor server: what Bazel's advisor_server macro compiles and links, as files.
 SERVER_SRCS = (
     "cc/advisor_server/main.cc",
@@ -138,7 +139,8 @@ def build_plugin(aot_dir, out_path, llvm_version: int = 22, cxx: str | None = No
   libdir = f"/usr/lib/llvm-{llvm_version}/lib"
   cmd = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
          "-fvisibility-inlines-hidden", "-w", *_llvm_cxxflags(llvm_version),
-         f"-I{aot_dir}", f"-I{aot}", f"-I{inc}", str(source_file(PLUGIN_SRC)),
+         f"-I{aot_dir}", f"-I{aot}", f"-I{inc}",
+         str(source_root(PLUGIN_SRC, *PLUGIN_HEADERS) / PLUGIN_SRC),
          str(aot_dir / "policy.o"), str(aot_dir / "policy_metadata.o"),
          *map(str, runtime_objects(cxx)),
          f"-L{libdir}", "-lLLVM", "-Wl,-z,defs", f"-Wl,-rpath,{libdir}", "-o", str(out)]

@@ -14,6 +14,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from mlgo import env as mlgo_env
 from mlgo.export import server as srv
 from mlgo.log import read_log
 from mlgo.policy.policy_io import load_policy
@@ -21,6 +22,7 @@ from mlgo.util.toolchain import toolchain
 
 PLUGIN = pathlib.Path("cc/inline_plugin/plugin_tiny.so")
 PLUGIN_IR2VEC = pathlib.Path("cc/inline_plugin/plugin_tiny_ir2vec.so")
+PLUGIN_CTX = pathlib.Path("cc/inline_plugin/plugin_tiny_ctx.so")
 PLUGIN19 = pathlib.Path("cc/inline_plugin/plugin_tiny_llvm19.so")
 PLUGIN_MISMATCH = pathlib.Path("cc/inline_plugin/plugin_tiny_mismatch.so")
 SERVERS = pathlib.Path("cc/advisor_server")
@@ -96,6 +98,36 @@ def test_ir2vec_plugin_decisions_match_python_policy(tmp_path):
   assert all(sum(r["features"]["caller_embedding"]) > 0 for r in rows)
   decisions = [r["decision"] for r in rows]
   assert 0 < sum(decisions) < len(decisions)
+  mismatches = [(r["caller"], r["callee"], r["decision"])
+                for r in rows if _python_decision(policy, r["features"]) != r["decision"]]
+  assert mismatches == []
+
+
+def test_context_plugin_compiles_as_the_training_channel(tmp_path):
+  """A policy that takes the call-site context features (problem inlining_ctx): the
+  release plugin computes them in-process, decides as the Python policy does on them, and
+  gives the object the same policy gets through the training channel (context plugin)."""
+  policy = load_policy(POLICIES / "tiny_inlining_ctx")
+  rows = []
+  for src in PROGRAMS:
+    log = tmp_path / (src.stem + ".jsonl")
+    released = tmp_path / (src.stem + ".o")
+    res = _clang(22, src, released, PLUGIN_CTX, log)
+    assert res.returncode == 0, res.stderr
+    rows += _read_decisions(log)
+    (tmp_path / src.stem).mkdir()
+    m = mlgo_env.module_from_source(str(src), str(tmp_path / src.stem), opt="Oz")
+    trained = tmp_path / (src.stem + ".channel.o")
+    r = mlgo_env.compile_module(m, "inlining_ctx", policy, llvm_version=22,
+                                output_path=str(trained))
+    assert r.ok, r.reason
+    assert filecmp.cmp(released, trained, shallow=False), src.name
+  assert len(rows) >= 30
+  assert set(rows[0]["features"]) == set(policy.input_names)
+  decisions = [r["decision"] for r in rows]
+  assert 0 < sum(decisions) < len(decisions)
+  # Copies are counted: some callee is inlined more than once somewhere.
+  assert max(r["features"]["callee_times_inlined"] for r in rows) >= 1
   mismatches = [(r["caller"], r["callee"], r["decision"])
                 for r in rows if _python_decision(policy, r["features"]) != r["decision"]]
   assert mismatches == []
