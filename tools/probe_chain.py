@@ -4,6 +4,9 @@ policy), then rounds of rollout probes and fine-tuning, with a CPU-hour ledger.
   bazel run //tools:probe_chain -- --output=DIR [--corpus=DIR] [--start=POLICY]
       [--ppo_iterations=N] [--rounds=6] [--cpu_hours=H] [--max_probes=16]
       [--flips_per_compile=4] [--flip_compiles=C]
+A --start policy of a narrower problem (e.g. inlining_ir2vec for --problem=
+inlining_ir2vec_ctx) is widened first: zero weights on the new inputs, so it decides as
+before, with their normalization from a behavioral clone the chain makes.
 Each round probes the current policy on the training split (several flips a compile,
 each credited by its own functions' measured sizes: mlgo.training.multi_flip) and
 fine-tunes it on the last two rounds' probes. The policy kept (DIR/policy) has the lowest
@@ -24,8 +27,9 @@ def main(argv=None):
   ap.add_argument("--output", required=True, help="chain dir (resumable)")
   ap.add_argument("--corpus", help="corpus dir (default: the default corpus)")
   ap.add_argument("--problem", default="inlining_ir2vec",
-                  choices=["inlining", "inlining_ir2vec"],
-                  help="inlining_ir2vec (default) also sees instruction mixes (LLVM 22)")
+                  choices=["inlining", "inlining_ir2vec", "inlining_ctx", "inlining_ir2vec_ctx"],
+                  help="inlining_ir2vec (default) also sees instruction mixes (LLVM 22); "
+                       "the _ctx variants also the context plugin's call-site features")
   ap.add_argument("--start", help="start policy dir (default: a behavioral clone of the "
                   "default heuristic, made by the chain)")
   ap.add_argument("--ppo_iterations", type=int, default=0,

@@ -35,6 +35,7 @@ import time
 from mlgo.evaluation.evaluate import evaluate
 from mlgo.evaluation.report import REGRESSION_THRESHOLD as REGRESSION
 from mlgo.policy import policy_io
+from mlgo.problems import get_problem
 
 HEARTBEAT_S = 30.0
 
@@ -259,10 +260,18 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
   """Runs (or resumes) the chain; returns the ledger's data."""
   from mlgo.training import bc, probe_tuning, rollouts, trace  # pylint: disable=import-outside-toplevel
   cfg.check()
+  widen = False
   if cfg.start:  # a bad start fails before anything is compiled, naming the dir
     got = policy_io.load_policy(cfg.start).problem
     if got != cfg.problem:
-      raise ValueError(f"{cfg.start}: a policy for {got!r}; this chain trains {cfg.problem!r}")
+      # A policy of a narrower problem (e.g. inlining_ir2vec for inlining_ir2vec_ctx)
+      # starts the chain widened: it decides as before, the new inputs at zero weight.
+      narrow = [f.name for f in get_problem(got).features]
+      wide = [f.name for f in get_problem(cfg.problem).features]
+      if wide[:len(narrow)] != narrow or len(wide) == len(narrow):
+        raise ValueError(f"{cfg.start}: a policy for {got!r}; this chain trains "
+                         f"{cfg.problem!r}, whose features do not extend {got!r}'s")
+      widen = True
   out = pathlib.Path(cfg.output)
   out.mkdir(parents=True, exist_ok=True)
   led = Ledger(out / "chain.json", cfg)
@@ -286,12 +295,15 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
   defaults = module_scores(out / "default-train" / "per_key.csv")
 
   start = out / "start"
-  if cfg.start:
+  if cfg.start and not widen:
     if not start.exists():
       shutil.rmtree(out / "start.tmp", ignore_errors=True)  # a cut copy
       shutil.copytree(cfg.start, out / "start.tmp")
       (out / "start.tmp").rename(start)
   else:
+    # A behavioral clone of the default: the start itself, or (widening) the source of
+    # the new features' normalization.
+    clone_dir = out / "clone" if widen else start
     def make_trace():
       shutil.rmtree(out / "trace", ignore_errors=True)  # a cut trace is made again
       trace.generate_default_trace(cfg.corpus, cfg.problem, out / "trace",
@@ -300,9 +312,13 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     led.run("trace", make_trace, cfg.jobs, stream)
 
     def clone():
-      shutil.rmtree(start, ignore_errors=True)  # a cut clone is made again
-      bc.train_bc(out / "trace", start, epochs=cfg.bc_epochs, seed=cfg.seed)
+      shutil.rmtree(clone_dir, ignore_errors=True)  # a cut clone is made again
+      bc.train_bc(out / "trace", clone_dir, epochs=cfg.bc_epochs, seed=cfg.seed)
     led.run("bc", clone, cfg.jobs, stream)
+    if widen and not start.exists():
+      shutil.rmtree(out / "start.tmp", ignore_errors=True)
+      policy_io.widen_policy(cfg.start, clone_dir, out / "start.tmp")
+      (out / "start.tmp").rename(start)
   led.data["made_at"].setdefault("start", led.cpu_hours())
 
   dirs = {"start": start}  # policy name -> its dir

@@ -213,10 +213,35 @@ def test_bad_start_names_the_dir(tmp_path):
   with pytest.raises(Exception, match="nopolicy"):
     probe_chain.run(cfg)
   assert not (tmp_path / "out").exists()
-  cfg.start = str(testing.shipped_policy("inlining_oz"))
-  with pytest.raises(ValueError, match="inlining_oz: a policy for 'inlining'; this chain "
-                     "trains 'inlining_ir2vec'"):
+  cfg.start, cfg.problem = str(testing.shipped_policy("inlining_oz_ir2vec")), "inlining"
+  with pytest.raises(ValueError, match="inlining_oz_ir2vec: a policy for 'inlining_ir2vec'; "
+                     "this chain trains 'inlining', whose features do not extend"):
     probe_chain.run(cfg)
+  assert not (tmp_path / "out").exists()
+
+
+def test_a_narrower_start_is_widened_and_decides_as_before(tmp_path):
+  """inlining_oz (38 features) starts an inlining_ctx chain (43): the chain clones the
+  default for the new features' normalization, widens the start with zero weights on
+  them, and the widened start compiles every training module to the same size."""
+  corpus = testing.make_tiny_corpus(tmp_path / "corpus", PROGRAMS, llvm_version=22,
+                                    opt="Oz", heldout=("strings",))
+  shipped = testing.shipped_policy("inlining_oz")
+  cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(tmp_path / "out"), rounds=1,
+                                max_probes=8, trace_sampling=1.0, start=str(shipped),
+                                problem="inlining_ctx")
+  data = probe_chain.run(cfg)
+  assert list(data["stages"])[:3] == ["default", "trace", "bc"]
+  start = policy_io.load_policy(tmp_path / "out" / "start")
+  assert start.problem == "inlining_ctx"
+  assert start.spec["widened_from"] == str(shipped)
+  k0 = np.load(shipped / "weights.npz")["hidden_0/kernel"]
+  k1 = np.load(tmp_path / "out" / "start" / "weights.npz")["hidden_0/kernel"]
+  np.testing.assert_array_equal(k1[:k0.shape[0]], k0)
+  assert k1.shape[0] > k0.shape[0] and not k1[k0.shape[0]:].any()
+  # Its free training figure (round 1's greedy compiles) is the narrow policy's own.
+  ev = evaluate("inlining", corpus, shipped, tmp_path / "narrow", split="train", jobs=2)
+  assert ev["policy_score"] == data["policies"]["start"]["policy"]
 
 
 def test_ppo_stage_between_start_and_rounds(tmp_path):
