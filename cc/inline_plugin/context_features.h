@@ -7,8 +7,8 @@
 // comes from a cache taken before earlier inlines, and nothing tells linkage or how many
 // copies were already made. These five are computed fresh at each decision from the IR:
 //
-//   callee_discardable     1 if the callee disappears once nothing uses it (local or
-//                          linkonce/weak-odr-like linkage: isDiscardableIfUnused)
+//   callee_discardable     1 if the callee disappears once nothing uses it (local,
+//                          linkonce or available_externally: isDiscardableIfUnused)
 //   callee_address_taken   1 if something other than a direct call uses it (it stays)
 //   callee_uses            its current number of uses in the module
 //   callee_sites_in_caller direct calls to it in this caller, this one included
