@@ -8,8 +8,22 @@ from mlgo.problems import inlining, regalloc
 
 def test_registry():
   assert problems.problem_names() == [
-      "inlining", "inlining_ir2vec", "regalloc_eviction", "regalloc_priority",
-      "regalloc_eviction_perf", "regalloc_priority_perf"]
+      "inlining", "inlining_ir2vec", "inlining_ctx", "inlining_ir2vec_ctx",
+      "regalloc_eviction", "regalloc_priority", "regalloc_eviction_perf",
+      "regalloc_priority_perf"]
+  # Context variants: the stock features first (a policy widens into them), then the
+  # plugin's five; the plugin comes with the channel.
+  ctx = problems.get_problem("inlining_ir2vec_ctx")
+  ir2vec = problems.get_problem("inlining_ir2vec")
+  assert ctx.features[:len(ir2vec.features)] == ir2vec.features
+  assert [f.name for f in ctx.features[len(ir2vec.features):]] == [
+      "callee_discardable", "callee_address_taken", "callee_uses", "callee_sites_in_caller",
+      "callee_times_inlined"]
+  flags = ctx.channel_flags("/tmp/base")
+  assert flags[0].startswith("-fpass-plugin=") and flags[0].endswith("libinline_context.so")
+  assert not any(f.startswith("-fpass-plugin") for f in ir2vec.channel_flags("/tmp/base"))
+  assert "callee_times_inlined" in ctx.probe_volatile
+  assert not problems.same_decisions("inlining_ir2vec", "inlining_ir2vec_ctx")
   # A reward variant: the same decisions, scored by the performance model.
   perf = problems.get_problem("regalloc_eviction_perf")
   base = problems.get_problem("regalloc_eviction")
