@@ -10,6 +10,7 @@ import numpy as np
 _OUTPUT = {"inlining": ("inlining_decision", "int64", 2),
            "inlining_ir2vec": ("inlining_decision", "int64", 2),
            "inlining_ctx": ("inlining_decision", "int64", 2),
+           "inlining_ir2vec_ctx": ("inlining_decision", "int64", 2),
            "regalloc_eviction": ("index_to_evict", "int64", 33),
            "regalloc_priority": ("priority", "float32", 1)}
 
