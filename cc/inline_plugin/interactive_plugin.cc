@@ -62,10 +62,9 @@ std::string llvmOption(StringRef Name) {
 class ContextAdvisor final : public MLInlineAdvisor {
 public:
   template <typename... Args>
-  ContextAdvisor(std::shared_ptr<DefaultInlineAdvisor> Default, size_t *First,
-                 Args &&...A)
+  ContextAdvisor(std::shared_ptr<DefaultInlineAdvisor> Default, Args &&...A)
       : MLInlineAdvisor(std::forward<Args>(A)...), Default(std::move(Default)),
-        First(*First) {}
+        First(getFeatureMap().size()) {}
 
 protected:
   std::unique_ptr<MLInlineAdvice> getAdviceFromModel(CallBase &CB,
@@ -83,7 +82,9 @@ protected:
 
 private:
   std::shared_ptr<DefaultInlineAdvisor> Default;
-  const size_t First;  // index of the first context feature in the runner's inputs
+  // Index of the first context feature in the runner's inputs: they follow the features
+  // MLInlineAdvisor gave the runner factory (its feature map).
+  const size_t First;
   mlgo_context::Tracker Tracker;
 };
 
@@ -109,19 +110,14 @@ InlineAdvisor *makeAdvisor(Module &M, FunctionAnalysisManager &FAM, InlineParams
   };
   // LLVM's features (with IR2Vec's and inlining_default when enabled) come first, at the
   // indices MLInlineAdvisor writes; the context features follow.
-  auto First = std::make_shared<size_t>(0);
-  auto GetRunner = [&M, Base, First](const std::vector<TensorSpec> &Features)
+  auto GetRunner = [&M, Base](const std::vector<TensorSpec> &Features)
       -> std::unique_ptr<MLModelRunner> {
-    *First = Features.size();
     std::vector<TensorSpec> All = Features;
     for (const TensorSpec &S : mlgo_context::specs()) All.push_back(S);
     return std::make_unique<InteractiveModelRunner>(M.getContext(), All, InlineDecisionSpec,
                                                     Base + ".out", Base + ".in");
   };
-  // The runner (and so *First) is made inside MLInlineAdvisor's constructor, before
-  // ContextAdvisor's own members are initialized from it.
-  return new ContextAdvisor(Default, First.get(), M, *CurrentMAM, GetRunner,
-                            GetDefaultAdvice);
+  return new ContextAdvisor(Default, M, *CurrentMAM, GetRunner, GetDefaultAdvice);
 }
 
 void registerCallbacks(PassBuilder &PB) {
