@@ -161,18 +161,21 @@ def compile_module(m: fmt.CorpusModule, clang: str, workdir: str, index: int,
   return res
 
 
-def baseline_item(m: fmt.CorpusModule, llvm_version: int, timeout: float = 300.0) -> ModuleResult:
+def baseline_item(m: fmt.CorpusModule, llvm_version: int, timeout: float = 300.0,
+                  extra_flags=()) -> ModuleResult:
   """A worker-pool work item: compile_module with this node's clang and a private dir."""
   tc = toolchain_lib.toolchain(llvm_version)
   with tempfile.TemporaryDirectory(prefix="mlgo-baseline-") as work:
-    return compile_module(m, tc.clang, work, 0, timeout)
+    return compile_module(m, tc.clang, work, 0, timeout, extra_flags)
 
 
 def run_baseline(corpus: fmt.Corpus | str | os.PathLike, jobs: int = 2,
                  llvm_version: int | None = None, stream=None, timeout: float = 300.0,
-                 modules=None, pool_kind: str | None = None) -> Report:
+                 modules=None, pool_kind: str | None = None, extra_flags=(),
+                 label: str = "baseline") -> Report:
   """Compiles every module of `corpus` with the default heuristic on a worker pool
-  (`pool_kind`, default: --workers; `jobs` at a time on a local pool)."""
+  (`pool_kind`, default: --workers; `jobs` at a time on a local pool). `extra_flags` go
+  to every clang -cc1 (e.g. a release plugin: mlgo.export.release_check)."""
   if not isinstance(corpus, fmt.Corpus):
     corpus = fmt.load_corpus(corpus)
   version = int(llvm_version or corpus.llvm_version)
@@ -188,11 +191,11 @@ def run_baseline(corpus: fmt.Corpus | str | os.PathLike, jobs: int = 2,
                                 "?", info, ok=False, kind=fmt.kind_of(p.name),
                                 reason=p.message))
   t0 = time.monotonic()
-  prog = progress_lib.Progress("baseline", len(todo), stream=stream)
+  prog = progress_lib.Progress(label, len(todo), stream=stream)
   total = 0
   with workers.make_pool(pool_kind, jobs) as pool:
     for m in todo:
-      pool.submit(baseline_item, m, version, timeout)
+      pool.submit(baseline_item, m, version, timeout, tuple(extra_flags))
     for r in pool.results():
       if r.ok:
         res = r.value
