@@ -1,12 +1,15 @@
 """A copy of an inlining policy that takes clang's own decision where it is unsure.
 
   bazel run //tools:defer_policy -- --policy=models/inlining_oz_ir2vec --margin=0.4 \
-      --output=DIR
+      [--outside=2] --output=DIR
 
 Where the policy's two probabilities (inline / not) are closer than --margin, the
-compiler's default decision is taken instead. Evaluate, training tools and the exported
-plugin (tools/export_policy: the model takes `inlining_default` as an input, which the
-plugin feeds) all decide the same way. --margin=0 removes a deferral.
+compiler's default decision is taken instead. With --outside=F, so it is where some input
+lies outside the range the policy's normalization saw in training, by more than a factor
+F in 1 + |x| (e.g. F=2: a callee more than about twice the largest one seen). Evaluate,
+training tools and the exported plugin (tools/export_policy: the model takes
+`inlining_default` as an input, which the plugin feeds) all decide the same way.
+--margin=0 without --outside removes a deferral.
 """
 import argparse
 import sys
@@ -18,13 +21,22 @@ def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--policy", required=True)
-  ap.add_argument("--margin", type=float, required=True)
+  ap.add_argument("--margin", type=float, default=0.0,
+                  help="defer where the two probabilities are closer than this")
+  ap.add_argument("--outside", type=float, default=0.0,
+                  help="defer where an input is beyond the training range by this factor "
+                       "(>= 1; 0: off)")
   ap.add_argument("--output", required=True)
   a = ap.parse_args(argv)
   from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   src = policy_path(a.policy)
-  pol = policy_io.with_deferral(src, user_path(a.output), a.margin)
-  print(f"wrote {user_path(a.output)} ({pol.problem}, defer margin {a.margin})")
+  try:
+    pol = policy_io.with_deferral(src, user_path(a.output), a.margin, outside=a.outside)
+  except (ValueError, FileNotFoundError) as e:
+    print(f"defer_policy: error: {e}", file=sys.stderr)
+    return 1
+  print(f"wrote {user_path(a.output)} ({pol.problem}, defer margin {a.margin}"
+        + (f", outside x{a.outside}" if a.outside else "") + ")")
   return 0
 
 

@@ -54,11 +54,17 @@ class Policy:
     self.rng = np.random.default_rng(seed)
     self._scalar_inputs = all(n == 1 for n in self.sizes)
     # Deferring to the compiler's own decision where the policy is unsure: a greedy
-    # categorical decision whose top two probabilities are closer than `margin` takes
-    # the observation's `feature` (e.g. inlining_default) instead. Python-side only.
+    # categorical decision takes the observation's `feature` (e.g. inlining_default)
+    # instead where its top two probabilities are closer than `margin`, or where an input
+    # lies outside the range its normalization saw by more than a factor `outside`
+    # (deferral_bounds). The SavedModel does the same (export_saved_model).
     d = spec.get("defer") or {}
     self.defer_margin = float(d.get("margin", 0.0))
+    self.defer_outside = float(d.get("outside", 0.0))
     self.defer_feature = d.get("feature")
+    self.defers = bool(self.defer_feature and (self.defer_margin or self.defer_outside))
+    self.defer_low, self.defer_high = (deferral_bounds(self.normalizer, self.defer_outside)
+                                       if self.defer_outside else (None, None))
     self.deferred = 0
 
   def with_sampling(self, seed: int) -> "Policy":
@@ -75,12 +81,19 @@ class Policy:
     return self.arch.dist_params(self.normalizer.encode_one(self.raw_vector(observation))[None, :])
 
   def act(self, observation: dict):
-    params = self.dist_params(observation)
-    if self.greedy_mode and self.defer_margin and self.defer_feature in observation:
-      lg = params["logits"][0].astype(np.float64)
-      p = np.exp(lg - lg.max())
-      p = np.sort(p / p.sum())
-      if p[-1] - p[-2] < self.defer_margin:
+    raw = self.raw_vector(observation)
+    params = self.arch.dist_params(self.normalizer.encode_one(raw)[None, :])
+    if self.greedy_mode and self.defers and self.defer_feature in observation:
+      unsure = False
+      if self.defer_outside:
+        with np.errstate(invalid="ignore"):   # NaN is inside (as in the TF graph)
+          unsure = bool(np.any((raw > self.defer_high) | (raw < self.defer_low)))
+      if not unsure and self.defer_margin:
+        lg = params["logits"][0].astype(np.float64)
+        p = np.exp(lg - lg.max())
+        p = np.sort(p / p.sum())
+        unsure = p[-1] - p[-2] < self.defer_margin
+      if unsure:
         self.deferred += 1
         return int(np.asarray(observation[self.defer_feature]).reshape(-1)[0])
     a = self.arch.greedy(params) if self.greedy_mode else self.arch.sample(params, self.rng)
@@ -154,7 +167,7 @@ def export_saved_model(policy: Policy, path):
             for f in feats]
   out_name = arch.get("output_name", "action")
   out_dtype = arch.get("output_dtype", "int64")
-  defer = bool(policy.defer_margin and policy.defer_feature)
+  defer = policy.defers
   if defer:
     if not hasattr(policy.arch, "tf_logits"):
       raise ValueError(f"{spec['architecture']['type']}: deferring to the default needs a "
@@ -191,6 +204,11 @@ def export_saved_model(policy: Policy, path):
         second = tf.reduce_max(p - 2.0 * tf.one_hot(best, tf.shape(p)[-1], dtype=p.dtype),
                                axis=-1)
         unsure = (tf.reduce_max(p, axis=-1) - second) < policy.defer_margin
+        if policy.defer_outside:
+          # Raw values against float64 bounds: the same compares as Policy.act, exactly.
+          out_of_range = tf.logical_or(x > tf.constant(policy.defer_high[None, :]),
+                                       x < tf.constant(policy.defer_low[None, :]))
+          unsure = tf.logical_or(unsure, tf.reduce_any(out_of_range, axis=-1))
         out = tf.where(unsure, tf.reshape(default, [1]), best)
       else:
         out = policy.arch.tf_greedy(tf, tf.cast(enc, tf.float32))
@@ -339,17 +357,37 @@ def ensemble_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
   return load_policy(output)
 
 
+def deferral_bounds(normalizer, factor: float):
+  """Per input element, the raw values past which a policy defers for being outside its
+  training range: the range its normalization saw ([first, last] boundary) widened so
+  that 1 + |x| may grow by `factor` (> 1) beyond either end. float64, so the numpy policy
+  and the SavedModel compare the same numbers."""
+  if factor < 1:
+    raise ValueError(f"outside factor must be >= 1, not {factor}")
+  lo = np.array([n.boundaries[0] if len(n.boundaries) else 0.0 for n in normalizer.norms])
+  hi = np.array([n.boundaries[-1] if len(n.boundaries) else 0.0 for n in normalizer.norms])
+  return lo - (factor - 1.0) * (1.0 + np.abs(lo)), hi + (factor - 1.0) * (1.0 + np.abs(hi))
+
+
 def with_deferral(policy_dir, output, margin: float, feature: str = "inlining_default",
-                  saved_model: bool = True) -> Policy:
+                  saved_model: bool = True, outside: float = 0.0) -> Policy:
   """A copy of a categorical policy that takes the compiler's own decision (`feature`
-  of the observation) wherever its top two probabilities are closer than `margin`;
-  margin 0 removes the deferral. The SavedModel takes `feature` as one more input."""
+  of the observation) wherever its top two probabilities are closer than `margin`, and
+  (outside > 0) wherever an input lies beyond its training range by more than that factor
+  (deferral_bounds). Both 0 removes the deferral. The SavedModel takes `feature` as one
+  more input."""
   p = load_policy(policy_dir)
   if "logits" not in p.arch.DIST_PARAMS or not hasattr(p.arch, "tf_logits"):
     raise ValueError(f"{policy_dir}: deferring to the default needs a categorical policy")
+  if margin < 0:
+    raise ValueError(f"margin must be >= 0, not {margin}")
+  if outside:
+    deferral_bounds(p.normalizer, outside)   # refuses a factor below 1
   spec = {k: v for k, v in p.spec.items() if k != "defer"}
-  if margin > 0:
+  if margin > 0 or outside > 0:
     spec["defer"] = {"margin": float(margin), "feature": feature}
+    if outside > 0:
+      spec["defer"]["outside"] = float(outside)
   write_policy_dir(output, spec, p.arch.w, saved_model=saved_model)
   return load_policy(output)
 

@@ -157,12 +157,15 @@ def test_model_header_lists_inputs(tmp_path):
   assert 'kProblem = "regalloc_priority"' in text
 
 
-def test_deferring_policy_plugin_matches_python(tmp_path):
-  """A policy that takes the compiler's own decision where it is unsure: the exported
-  plugin feeds the default to the model and decides exactly like the Python policy."""
+@pytest.mark.parametrize("margin,outside", [(0.3, 0.0), (0.0, 2.0)])
+def test_deferring_policy_plugin_matches_python(tmp_path, margin, outside):
+  """A policy that takes the compiler's own decision where it is unsure (its two
+  probabilities close, or an input beyond its training range): the exported plugin feeds
+  the default to the model and decides exactly like the Python policy."""
   from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   pol = _copy_policy("tiny_inlining", tmp_path / "policy")
-  policy = policy_io.with_deferral(pol, tmp_path / "deferring", margin=0.3)
+  policy = policy_io.with_deferral(pol, tmp_path / "deferring", margin=margin,
+                                   outside=outside)
   out = tmp_path / "out"
   export.export_policy(tmp_path / "deferring", out, llvm_versions=(22,), quiet=True)
   tc = toolchain(22)

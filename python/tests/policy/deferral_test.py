@@ -4,6 +4,7 @@ what the base model answers."""
 import pathlib
 
 import numpy as np
+import pytest
 
 from mlgo import env
 from mlgo.env.modules import module_from_source
@@ -48,3 +49,83 @@ def test_defers_exactly_where_unsure(tmp_path):
   for gap, b, default, d in rows:
     assert d == (default if gap < margin else b)
   assert any(g < margin for g, *_ in rows) and any(g >= margin for g, *_ in rows)
+
+
+class _Outside:
+  """Answers with a policy that defers outside its training range; records the raw
+  inputs, what the base policy said and clang's default."""
+
+  def __init__(self, base, deferring):
+    self.base, self.deferring, self.rows = base, deferring, []
+
+  def act(self, obs):
+    d = int(self.deferring.act(obs))
+    self.rows.append((self.base.raw_vector(obs), int(self.base.act(obs)),
+                      int(np.asarray(obs["inlining_default"]).reshape(-1)[0]), d))
+    return d
+
+
+def test_defers_exactly_outside_the_training_range(tmp_path):
+  base = policy_io.load_policy(ROOT / "models" / "inlining_oz_ir2vec")
+  deferring = policy_io.with_deferral(ROOT / "models" / "inlining_oz_ir2vec",
+                                      tmp_path / "pol", margin=0.0, outside=1.5,
+                                      saved_model=False)
+  assert deferring.spec["defer"] == {"margin": 0.0, "feature": "inlining_default",
+                                     "outside": 1.5}
+  lo, hi = policy_io.deferral_bounds(base.normalizer, 1.5)
+  problem = get_problem(base.problem)
+  rows = []
+  for src in PROGRAMS:
+    pol = _Outside(base, deferring)
+    r = env.compile_module(module_from_source(str(src), str(tmp_path), opt="Oz"), problem, pol)
+    assert r.ok, r.reason
+    rows += pol.rows
+  outside = [bool(np.any((raw > hi) | (raw < lo))) for raw, *_ in rows]
+  # These small programs have call graphs smaller than any training module's, so some of
+  # their decisions fall outside (and the others inside) the range.
+  assert 0 < sum(outside) < len(rows)
+  for out, (raw, b, default, d) in zip(outside, rows):
+    assert d == (default if out else b)
+  assert deferring.deferred == sum(outside)
+
+
+def test_deferral_bounds_widen_each_end_by_the_factor():
+  from mlgo.policy.normalization import FeatureNorm, Normalizer
+  norms = [FeatureNorm("a", np.array([0.0, 3.0, 9.0]), 1.0, 1.0),
+           FeatureNorm("b", np.array([-4.0, 2.0]), 0.0, 1.0)]
+  lo, hi = policy_io.deferral_bounds(Normalizer(norms), 2.0)
+  # 1 + |x| may double beyond each end: [0, 9] -> [-1, 19]; [-4, 2] -> [-9, 5].
+  assert lo.tolist() == [-1.0, -9.0] and hi.tolist() == [19.0, 5.0]
+  lo1, hi1 = policy_io.deferral_bounds(Normalizer(norms), 1.0)
+  assert lo1.tolist() == [0.0, -4.0] and hi1.tolist() == [9.0, 2.0]
+  with pytest.raises(ValueError, match="outside factor must be >= 1"):
+    policy_io.deferral_bounds(Normalizer(norms), 0.5)
+
+
+def test_nan_is_not_outside_and_both_zero_removes_the_deferral(tmp_path):
+  src = ROOT / "models" / "inlining_oz_ir2vec"
+  pol = policy_io.with_deferral(src, tmp_path / "o", margin=0.0, outside=1.0,
+                                saved_model=False)
+  base = policy_io.load_policy(src)
+  obs = {n: np.zeros(s, np.float32 if s > 1 else np.int64)
+         for n, s in zip(base.input_names, base.sizes)}
+  lo, hi = policy_io.deferral_bounds(base.normalizer, 1.0)
+  # Every input at the low end of its range: inside.
+  i = 0
+  for n, s in zip(base.input_names, base.sizes):
+    obs[n] = lo[i:i + s].astype(obs[n].dtype)
+    i += s
+  base_says = int(base.act(obs))
+  obs["inlining_default"] = np.array([1 - base_says], np.int64)
+  assert int(pol.act(obs)) == base_says and pol.deferred == 0
+  emb = next(n for n, s in zip(base.input_names, base.sizes) if s > 1)
+  nan = dict(obs, **{emb: np.full_like(obs[emb], np.nan)})
+  pol.act(nan)
+  assert pol.deferred == 0
+  far = dict(obs, callee_users=np.array([int(hi[base.input_names.index("callee_users")]) + 1],
+                                        np.int64))
+  assert int(pol.act(far)) == 1 - base_says and pol.deferred == 1
+  assert "defer" not in policy_io.with_deferral(tmp_path / "o", tmp_path / "none", 0.0,
+                                                saved_model=False).spec
+  with pytest.raises(ValueError, match="margin must be >= 0"):
+    policy_io.with_deferral(src, tmp_path / "bad", -0.1, saved_model=False)
