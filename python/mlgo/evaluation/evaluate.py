@@ -96,7 +96,10 @@ def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_defaul
   if ref == "default":
     return d, d
   if not guarded:
-    return d, run(work.make_policy(ref))
+    pol = work.make_policy(ref)
+    p = run(pol)
+    p["deferred"] = int(getattr(pol, "deferred", 0))   # decisions left to the compiler
+    return d, p
   from mlgo.env import guarded as guarded_lib  # pylint: disable=import-outside-toplevel
   t0 = time.monotonic()
   prefix = module.name + "::"

@@ -130,7 +130,7 @@ class Tally:
 
   def __init__(self):
     self.rows, self.failed, self.ok_names = [], [], set()
-    self.decisions = self.corrections = 0
+    self.decisions = self.corrections = self.deferred = 0
 
   def add(self, m, d, p, where, missing) -> bool:
     """Adds one module's default (d) and policy (p) summaries; False if either failed."""
@@ -140,6 +140,7 @@ class Tally:
       return False
     self.decisions += p["decisions"]
     self.corrections += p.get("corrections", 0)
+    self.deferred += p.get("deferred", 0)
     self.ok_names.add(m.name)   # compiled by both sides (a module may have no keys)
     keys = list(d["scores"])
     if missing is not None:  # a key absent from one compile has the missing score
@@ -155,6 +156,7 @@ class Tally:
                         "regression": int(pv > dv * (1 + REGRESSION_THRESHOLD)),
                         "default_decisions": d["decisions"],
                         "policy_decisions": p["decisions"],
+                        "policy_deferred": p.get("deferred", 0),
                         "default_seconds": round(d["seconds"], 3),
                         "policy_seconds": round(p["seconds"], 3)})
     return True
@@ -168,8 +170,8 @@ def write_report(t: Tally, problem_name, policy_name, corpus, split, out, stream
   out.mkdir(parents=True, exist_ok=True)
   rows, failed = sorted(t.rows, key=lambda r: r["key"]), t.failed
   fields = ["key", "module", "package", "language", "default", "policy", "change_pct",
-            "regression", "default_decisions", "policy_decisions", "default_seconds",
-            "policy_seconds"]
+            "regression", "default_decisions", "policy_decisions", "policy_deferred",
+            "default_seconds", "policy_seconds"]
   with open(out / "per_key.csv", "w", newline="") as f:
     wr = csv.DictWriter(f, fieldnames=fields)
     wr.writeheader()
@@ -209,6 +211,7 @@ def write_report(t: Tally, problem_name, policy_name, corpus, split, out, stream
              "modules_regressed_pct": (100.0 * len(regressed_modules) / len(mods)
                                        if mods else 0.0),
              "decisions": t.decisions, "corrections": t.corrections,
+             "deferred": t.deferred,
              "regression_definition": f"policy score > {1 + REGRESSION_THRESHOLD:.2f} x default",
              "per_package": per_package, "per_language": per_language}
   if guard is not None:
@@ -224,7 +227,8 @@ def write_report(t: Tally, problem_name, policy_name, corpus, split, out, stream
         f"{summary['improvements']}, regressed: {regressions}; per-{problem.key} geomean "
         f"{summary['key_geomean_change_pct']:+.2f}%; median module change "
         f"{summary['median_module_change_pct']:+.2f}%; {t.decisions} decisions, "
-        f"{t.corrections} corrected answers", file=stream)
+        f"{t.corrections} corrected answers"
+        + (f", {t.deferred} deferred to the compiler" if t.deferred else ""), file=stream)
   if guard is not None:
     unit = problem.key + "s"
     print(f"guarded: {guard['compiles']} policy-side {problem.tool} compiles for {ok_modules} "

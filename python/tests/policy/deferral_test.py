@@ -129,3 +129,23 @@ def test_nan_is_not_outside_and_both_zero_removes_the_deferral(tmp_path):
                                                 saved_model=False).spec
   with pytest.raises(ValueError, match="margin must be >= 0"):
     policy_io.with_deferral(src, tmp_path / "bad", -0.1, saved_model=False)
+
+
+def test_evaluate_counts_the_deferred_decisions(tmp_path):
+  import csv  # pylint: disable=import-outside-toplevel
+  import io  # pylint: disable=import-outside-toplevel
+  from mlgo.evaluation import evaluate  # pylint: disable=import-outside-toplevel
+  from mlgo.training import testing  # pylint: disable=import-outside-toplevel
+  corpus = testing.make_tiny_corpus(tmp_path / "corpus", PROGRAMS,
+                                    heldout=[p.stem for p in PROGRAMS])
+  policy_io.with_deferral(ROOT / "models" / "inlining_oz_ir2vec", tmp_path / "pol",
+                          margin=0.0, outside=1.5, saved_model=False)
+  s = evaluate("inlining", corpus, tmp_path / "pol", tmp_path / "ev", stream=io.StringIO(),
+               use_cache=False)
+  rows = list(csv.DictReader(open(tmp_path / "ev" / "per_key.csv")))
+  assert len(rows) == len(PROGRAMS)
+  assert s["deferred"] == sum(int(r["policy_deferred"]) for r in rows)
+  assert 0 < s["deferred"] < s["decisions"]
+  plain = evaluate("inlining", corpus, ROOT / "models" / "inlining_oz_ir2vec",
+                   tmp_path / "ev0", stream=io.StringIO(), use_cache=False)
+  assert plain["deferred"] == 0
