@@ -74,6 +74,7 @@ def inline_advisor_plugin(name, model, llvm_version = 22, **kwargs):
     native.cc_binary(
         name = name + ".so",
         srcs = [
+            "//cc/inline_plugin:advisor_plugin.h",
             "//cc/inline_plugin:context_features.h",
             "//cc/inline_plugin:inline_plugin.cc",
         ],

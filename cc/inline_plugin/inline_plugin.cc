@@ -19,6 +19,7 @@
 // MLGO_INLINE_FOLLOW_DEFAULT=1 evaluates the model but follows LLVM's heuristic: the
 // benchmark uses it to measure the advisor's own cost apart from its decisions' effects.
 
+#include "advisor_plugin.h"
 #include "context_features.h"
 #include "mlgo_model.h"
 
@@ -337,31 +338,23 @@ private:
   }();
 };
 
-// The analysis manager the advisor needs (the factory only receives the FAM). A compiler
-// process runs one pass pipeline at a time per PassBuilder; this is the latest one's.
-ModuleAnalysisManager *CurrentMAM = nullptr;
-
 InlineAdvisor *makeAdvisor(Module &M, FunctionAnalysisManager &FAM, InlineParams Params,
                            InlineContext IC) {
-  if (!CurrentMAM)
+  ModuleAnalysisManager *MAM = mlgo_plugin::currentMAM();
+  if (!MAM)
     report_fatal_error("mlgo inline advisor plugin: no module analysis manager registered");
-  if (modelTakesIR2Vec()) loadIR2VecVocabularyIfGiven(M, *CurrentMAM);
+  if (modelTakesIR2Vec()) loadIR2VecVocabularyIfGiven(M, *MAM);
   auto Default = std::make_shared<DefaultInlineAdvisor>(M, FAM, Params, IC);
-  auto GetDefaultAdvice = [D = Default.get()](CallBase &CB) {
-    auto Advice = D->getAdvice(CB);
-    bool Recommended = Advice->isInliningRecommended();
-    Advice->recordUnattemptedInlining();
-    return Recommended;
-  };
+  auto GetDefaultAdvice = mlgo_plugin::defaultAnswer(Default.get());
 #if LLVM_VERSION_MAJOR >= 21
   auto GetRunner = [&M](const std::vector<TensorSpec> &Features)
       -> std::unique_ptr<MLModelRunner> {
     return std::make_unique<AOTModelRunner>(M.getContext(), Features);
   };
-  return new PluginAdvisor(Default, M, *CurrentMAM, GetRunner, GetDefaultAdvice);
+  return new PluginAdvisor(Default, M, *MAM, GetRunner, GetDefaultAdvice);
 #else
   auto Runner = std::make_unique<AOTModelRunner>(M.getContext(), FeatureMap);
-  return new PluginAdvisor(Default, M, *CurrentMAM, std::move(Runner), GetDefaultAdvice);
+  return new PluginAdvisor(Default, M, *MAM, std::move(Runner), GetDefaultAdvice);
 #endif
 }
 
@@ -374,10 +367,7 @@ void registerCallbacks(PassBuilder &PB) {
     report_fatal_error(Twine("mlgo inline advisor plugin: the model is not an inlining "
                              "policy (problem '") + mlgo_model::kProblem + "')",
                        false);
-  PB.registerAnalysisRegistrationCallback([](ModuleAnalysisManager &MAM) {
-    CurrentMAM = &MAM;
-    MAM.registerPass([] { return PluginInlineAdvisorAnalysis(makeAdvisor); });
-  });
+  mlgo_plugin::registerAdvisor(PB, makeAdvisor);
 }
 
 }  // namespace

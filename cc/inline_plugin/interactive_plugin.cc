@@ -12,6 +12,7 @@
 // Training only: the release plugin (inline_plugin.cc) computes the same context
 // features in-process when its compiled model takes them.
 
+#include "advisor_plugin.h"
 #include "context_features.h"
 
 #include "llvm/Analysis/IR2Vec.h"
@@ -88,11 +89,10 @@ private:
   mlgo_context::Tracker Tracker;
 };
 
-ModuleAnalysisManager *CurrentMAM = nullptr;
-
 InlineAdvisor *makeAdvisor(Module &M, FunctionAnalysisManager &FAM, InlineParams Params,
                            InlineContext IC) {
-  if (!CurrentMAM) fail("no module analysis manager registered");
+  ModuleAnalysisManager *MAM = mlgo_plugin::currentMAM();
+  if (!MAM) fail("no module analysis manager registered");
   const std::string Base = llvmOption("inliner-interactive-channel-base");
   if (Base.empty())
     fail("no channel: run clang with -mllvm -inliner-interactive-channel-base=BASE "
@@ -100,14 +100,9 @@ InlineAdvisor *makeAdvisor(Module &M, FunctionAnalysisManager &FAM, InlineParams
   // clang's own advisor setup computes the IR2Vec vocabulary when its option is given;
   // a plugin advisor must do the same for MLInlineAdvisor to send the embeddings.
   if (!llvmOption("ml-inliner-ir2vec-vocab-file").empty())
-    (void)CurrentMAM->getResult<IR2VecVocabAnalysis>(M);
+    (void)MAM->getResult<IR2VecVocabAnalysis>(M);
   auto Default = std::make_shared<DefaultInlineAdvisor>(M, FAM, Params, IC);
-  auto GetDefaultAdvice = [D = Default.get()](CallBase &CB) {
-    auto Advice = D->getAdvice(CB);
-    bool Recommended = Advice->isInliningRecommended();
-    Advice->recordUnattemptedInlining();
-    return Recommended;
-  };
+  auto GetDefaultAdvice = mlgo_plugin::defaultAnswer(Default.get());
   // LLVM's features (with IR2Vec's and inlining_default when enabled) come first, at the
   // indices MLInlineAdvisor writes; the context features follow.
   auto GetRunner = [&M, Base](const std::vector<TensorSpec> &Features)
@@ -117,15 +112,10 @@ InlineAdvisor *makeAdvisor(Module &M, FunctionAnalysisManager &FAM, InlineParams
     return std::make_unique<InteractiveModelRunner>(M.getContext(), All, InlineDecisionSpec,
                                                     Base + ".out", Base + ".in");
   };
-  return new ContextAdvisor(Default, M, *CurrentMAM, GetRunner, GetDefaultAdvice);
+  return new ContextAdvisor(Default, M, *MAM, GetRunner, GetDefaultAdvice);
 }
 
-void registerCallbacks(PassBuilder &PB) {
-  PB.registerAnalysisRegistrationCallback([](ModuleAnalysisManager &MAM) {
-    CurrentMAM = &MAM;
-    MAM.registerPass([] { return PluginInlineAdvisorAnalysis(makeAdvisor); });
-  });
-}
+void registerCallbacks(PassBuilder &PB) { mlgo_plugin::registerAdvisor(PB, makeAdvisor); }
 
 }  // namespace
 

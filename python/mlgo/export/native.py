@@ -27,7 +27,8 @@ RUNTIME_SOURCES = (
     "xla/service/cpu/runtime_single_threaded_matmul_f64.cc",
 )
 PLUGIN_SRC = "cc/inline_plugin/inline_plugin.cc"
-PLUGIN_HEADERS = ("cc/inline_plugin/context_features.h",)   # included from its directory
+PLUGIN_HEADERS = ("cc/inline_plugin/advisor_plugin.h",   # included from their directory
+                  "cc/inline_plugin/context_features.h")
 # The advisor server: what Bazel's advisor_server macro compiles and links, as files.
 SERVER_SRCS = (
     "cc/advisor_server/main.cc",

@@ -43,7 +43,8 @@ REGALLOC_TRACE = Plugin(
 INLINE_CONTEXT = Plugin(
     built="cc/inline_plugin/libinline_context.so",
     source="cc/inline_plugin/interactive_plugin.cc",
-    headers=(("context_features.h", "MLGO_INLINE_CONTEXT_HEADER"),),
+    headers=(("advisor_plugin.h", "MLGO_INLINE_PLUGIN_HEADER"),
+             ("context_features.h", "MLGO_INLINE_CONTEXT_HEADER")),
     env_path="MLGO_INLINE_CONTEXT_PLUGIN", env_source="MLGO_INLINE_CONTEXT_SOURCE",
     what="the inline context plugin", link_llvm=True)
 
