@@ -27,8 +27,15 @@ UNSEEN_PACKAGES = ("pugixml", "libebml", "libdeflate", "xxhash", "utf8proc", "cm
 # probed or selected with it. So far it has judged two probe-tuned eviction policies
 # against the shipped one, once (README, "Rollout probes for eviction").
 FRESH_PACKAGES = ("lmdb", "opus", "simdjson", "graphite2", "soundtouch", "hunspell")
+# A third unseen set (2026-11-29): every package of a longer list of candidates whose
+# source the mirror had and of which the corpus builder compiled at least one unit. Five
+# of its twelve packages are C++. First used to judge the context inliner (stop 48).
+SEALED_PACKAGES = ("libspng", "json-c", "tinyobjloader", "libtommath", "libtomcrypt",
+                   "libwebp", "muparser", "glm", "googletest", "fribidi", "tinycdb",
+                   "benchmark")
 PACKAGE_SETS = {"default": DEFAULT_PACKAGES, "extra": EXTRA_PACKAGES,
-                "unseen": UNSEEN_PACKAGES, "fresh": FRESH_PACKAGES}
+                "unseen": UNSEEN_PACKAGES, "fresh": FRESH_PACKAGES,
+                "sealed": SEALED_PACKAGES}
 
 
 class BuildError(RuntimeError):
