@@ -279,8 +279,12 @@ def test_expand_packages_sets_order_and_errors():
   assert got[1:] == list(sources.EXTRA_PACKAGES)
   assert len(got) == len(set(got)) == 1 + len(sources.EXTRA_PACKAGES)
   assert sources.expand_packages("@default") == list(sources.DEFAULT_PACKAGES)
-  # the extra set is disjoint from the default one (it widens training data)
+  # the extra set is disjoint from the default one (it widens training data), and no
+  # package is in two sets: an unseen set shares nothing with training or another suite
   assert not set(sources.EXTRA_PACKAGES) & set(sources.DEFAULT_PACKAGES)
+  every = [p for names in sources.PACKAGE_SETS.values() for p in names]
+  assert len(every) == len(set(every))
+  assert sources.expand_packages("@sealed") == list(sources.SEALED_PACKAGES)
   with pytest.raises(sources.BuildError, match="unknown package set '@nosuch'"):
     sources.expand_packages("zlib,@nosuch")
   with pytest.raises(sources.BuildError, match="no packages"):
