@@ -23,7 +23,8 @@ def default_corpus(llvm_version: int | None = None, opt: str = "Oz", **kwargs):
 def corpus_arg(value, opt: str = "Oz"):
   """A tool's --corpus value: that directory (relative to where the user ran the tool),
   `@SET` for a package set's corpus (@default, @extra, @unseen, @fresh, @sealed; built
-  once, cached), or the default corpus at -O`opt` (a problem's `corpus_opt`) when it is not given."""
+  once, cached), or the default corpus at -O`opt` (a problem's `corpus_opt`) when it is
+  not given."""
   if value and str(value).startswith("@"):
     return default_corpus(22, opt=opt, package_set=str(value)[1:])
   if value:

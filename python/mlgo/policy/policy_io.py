@@ -78,11 +78,14 @@ class Policy:
 
   def dist_params(self, observation: dict) -> dict:
     """The architecture's distribution parameters (e.g. logits) for one observation."""
-    return self.arch.dist_params(self.normalizer.encode_one(self.raw_vector(observation))[None, :])
+    return self._dist_params_of_raw(self.raw_vector(observation))
+
+  def _dist_params_of_raw(self, raw: np.ndarray) -> dict:
+    return self.arch.dist_params(self.normalizer.encode_one(raw)[None, :])
 
   def act(self, observation: dict):
     raw = self.raw_vector(observation)
-    params = self.arch.dist_params(self.normalizer.encode_one(raw)[None, :])
+    params = self._dist_params_of_raw(raw)   # the raw vector also feeds the range check
     if self.greedy_mode and self.defers and self.defer_feature in observation:
       unsure = False
       if self.defer_outside:
