@@ -1,7 +1,7 @@
 """A copy of an inlining policy that takes clang's own decision where it is unsure.
 
   bazel run //tools:defer_policy -- --policy=models/inlining_oz_ir2vec --margin=0.4 \
-      [--outside=2] --output=DIR
+      [--outside=2] [--nonzero=last_call_to_static_bonus] --output=DIR
 
 Where the policy's two probabilities (inline / not) are closer than --margin, the
 compiler's default decision is taken instead. With --outside=F, so it is where some input
@@ -9,7 +9,9 @@ lies outside the range the policy's normalization saw in training, by more than 
 F in 1 + |x| (e.g. F=2: a callee more than about twice the largest one seen). Evaluate,
 training tools and the exported plugin (tools/export_policy: the model takes
 `inlining_default` as an input, which the plugin feeds) all decide the same way.
---margin=0 without --outside removes a deferral.
+With --nonzero=NAME (repeatable), so it is wherever that scalar input is not 0; e.g.
+last_call_to_static_bonus leaves the sole call of a static function to clang.
+--margin=0 without --outside or --nonzero removes a deferral.
 """
 import argparse
 import sys
@@ -26,17 +28,21 @@ def main(argv=None) -> int:
   ap.add_argument("--outside", type=float, default=0.0,
                   help="defer where an input is beyond the training range by this factor "
                        "(>= 1; 0: off)")
+  ap.add_argument("--nonzero", action="append", default=[], metavar="FEATURE",
+                  help="defer where this scalar input is not 0 (repeatable)")
   ap.add_argument("--output", required=True)
   a = ap.parse_args(argv)
   from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   src = policy_path(a.policy)
   try:
-    pol = policy_io.with_deferral(src, user_path(a.output), a.margin, outside=a.outside)
+    pol = policy_io.with_deferral(src, user_path(a.output), a.margin, outside=a.outside,
+                                  nonzero=a.nonzero)
   except (ValueError, FileNotFoundError) as e:
     print(f"defer_policy: error: {e}", file=sys.stderr)
     return 1
   print(f"wrote {user_path(a.output)} ({pol.problem}, defer margin {a.margin}"
-        + (f", outside x{a.outside}" if a.outside else "") + ")")
+        + (f", outside x{a.outside}" if a.outside else "")
+        + "".join(f", nonzero {n}" for n in a.nonzero) + ")")
   return 0
 
 

@@ -57,12 +57,17 @@ class Policy:
     # categorical decision takes the observation's `feature` (e.g. inlining_default)
     # instead where its top two probabilities are closer than `margin`, or where an input
     # lies outside the range its normalization saw by more than a factor `outside`
-    # (deferral_bounds). The SavedModel does the same (export_saved_model).
+    # (deferral_bounds), or where one of the `nonzero` scalar inputs is not 0 (e.g.
+    # last_call_to_static_bonus: the sole call of a local function, which clang knows
+    # how to price). The SavedModel does the same (export_saved_model).
     d = spec.get("defer") or {}
     self.defer_margin = float(d.get("margin", 0.0))
     self.defer_outside = float(d.get("outside", 0.0))
+    self.defer_nonzero = list(d.get("nonzero", ()))
+    self.defer_nonzero_at = nonzero_positions(self, self.defer_nonzero)
     self.defer_feature = d.get("feature")
-    self.defers = bool(self.defer_feature and (self.defer_margin or self.defer_outside))
+    self.defers = bool(self.defer_feature and (self.defer_margin or self.defer_outside
+                                               or self.defer_nonzero))
     self.defer_low, self.defer_high = (deferral_bounds(self.normalizer, self.defer_outside)
                                        if self.defer_outside else (None, None))
     self.deferred = 0
@@ -87,8 +92,8 @@ class Policy:
     raw = self.raw_vector(observation)
     params = self._dist_params_of_raw(raw)   # the raw vector also feeds the range check
     if self.greedy_mode and self.defers and self.defer_feature in observation:
-      unsure = False
-      if self.defer_outside:
+      unsure = bool(self.defer_nonzero and np.any(raw[self.defer_nonzero_at] != 0))
+      if not unsure and self.defer_outside:
         with np.errstate(invalid="ignore"):   # NaN is inside (as in the TF graph)
           unsure = bool(np.any((raw > self.defer_high) | (raw < self.defer_low)))
       if not unsure and self.defer_margin:
@@ -212,6 +217,9 @@ def export_saved_model(policy: Policy, path):
           out_of_range = tf.logical_or(x > tf.constant(policy.defer_high[None, :]),
                                        x < tf.constant(policy.defer_low[None, :]))
           unsure = tf.logical_or(unsure, tf.reduce_any(out_of_range, axis=-1))
+        if policy.defer_nonzero:
+          picked = tf.gather(x, policy.defer_nonzero_at, axis=1)
+          unsure = tf.logical_or(unsure, tf.reduce_any(picked != 0.0, axis=-1))
         out = tf.where(unsure, tf.reshape(default, [1]), best)
       else:
         out = policy.arch.tf_greedy(tf, tf.cast(enc, tf.float32))
@@ -372,13 +380,27 @@ def deferral_bounds(normalizer, factor: float):
   return lo - (factor - 1.0) * (1.0 + np.abs(lo)), hi + (factor - 1.0) * (1.0 + np.abs(hi))
 
 
+def nonzero_positions(policy, names) -> np.ndarray:
+  """Where the named scalar inputs sit in the policy's raw input vector; a clear error for
+  a name that is not one of its scalar features."""
+  offsets = dict(zip(policy.input_names, np.cumsum([0] + policy.sizes[:-1]).tolist()))
+  sizes = dict(zip(policy.input_names, policy.sizes))
+  for n in names:
+    if n not in offsets:
+      raise ValueError(f"defer on nonzero {n!r}: not an input of this policy")
+    if sizes[n] != 1:
+      raise ValueError(f"defer on nonzero {n!r}: not a scalar input ({sizes[n]} elements)")
+  return np.array([offsets[n] for n in names], np.int64)
+
+
 def with_deferral(policy_dir, output, margin: float, feature: str = "inlining_default",
-                  saved_model: bool = True, outside: float = 0.0) -> Policy:
+                  saved_model: bool = True, outside: float = 0.0,
+                  nonzero=()) -> Policy:
   """A copy of a categorical policy that takes the compiler's own decision (`feature`
-  of the observation) wherever its top two probabilities are closer than `margin`, and
+  of the observation) wherever its top two probabilities are closer than `margin`,
   (outside > 0) wherever an input lies beyond its training range by more than that factor
-  (deferral_bounds). Both 0 removes the deferral. The SavedModel takes `feature` as one
-  more input."""
+  (deferral_bounds), and wherever one of the `nonzero` scalar inputs is not 0. None of
+  them removes the deferral. The SavedModel takes `feature` as one more input."""
   p = load_policy(policy_dir)
   if "logits" not in p.arch.DIST_PARAMS or not hasattr(p.arch, "tf_logits"):
     raise ValueError(f"{policy_dir}: deferring to the default needs a categorical policy")
@@ -386,11 +408,15 @@ def with_deferral(policy_dir, output, margin: float, feature: str = "inlining_de
     raise ValueError(f"margin must be >= 0, not {margin}")
   if outside:
     deferral_bounds(p.normalizer, outside)   # refuses a factor below 1
+  nonzero = list(dict.fromkeys(nonzero))
+  nonzero_positions(p, nonzero)              # refuses a name that is not a scalar input
   spec = {k: v for k, v in p.spec.items() if k != "defer"}
-  if margin > 0 or outside > 0:
+  if margin > 0 or outside > 0 or nonzero:
     spec["defer"] = {"margin": float(margin), "feature": feature}
     if outside > 0:
       spec["defer"]["outside"] = float(outside)
+    if nonzero:
+      spec["defer"]["nonzero"] = nonzero
   write_policy_dir(output, spec, p.arch.w, saved_model=saved_model)
   return load_policy(output)
 

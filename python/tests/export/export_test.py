@@ -157,15 +157,17 @@ def test_model_header_lists_inputs(tmp_path):
   assert 'kProblem = "regalloc_priority"' in text
 
 
-@pytest.mark.parametrize("margin,outside", [(0.3, 0.0), (0.0, 2.0)])
-def test_deferring_policy_plugin_matches_python(tmp_path, margin, outside):
+@pytest.mark.parametrize("margin,outside,nonzero", [(0.3, 0.0, ()), (0.0, 2.0, ()),
+                                                    (0.0, 0.0, ("last_call_to_static_bonus",))])
+def test_deferring_policy_plugin_matches_python(tmp_path, margin, outside, nonzero):
   """A policy that takes the compiler's own decision where it is unsure (its two
-  probabilities close, or an input beyond its training range): the exported plugin feeds
-  the default to the model and decides exactly like the Python policy."""
+  probabilities close, or an input beyond its training range) or where a named input is
+  nonzero: the exported plugin feeds the default to the model and decides exactly like
+  the Python policy."""
   from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   pol = _copy_policy("tiny_inlining", tmp_path / "policy")
   policy = policy_io.with_deferral(pol, tmp_path / "deferring", margin=margin,
-                                   outside=outside)
+                                   outside=outside, nonzero=nonzero)
   out = tmp_path / "out"
   export.export_policy(tmp_path / "deferring", out, llvm_versions=(22,), quiet=True)
   tc = toolchain(22)

@@ -89,6 +89,42 @@ def test_defers_exactly_outside_the_training_range(tmp_path):
   assert deferring.deferred == sum(outside)
 
 
+def test_defers_exactly_where_a_named_input_is_nonzero(tmp_path):
+  """--nonzero=last_call_to_static_bonus: the sole call of a static function is left to
+  clang, every other decision is the base policy's."""
+  base = policy_io.load_policy(ROOT / "models" / "inlining_oz_ir2vec")
+  deferring = policy_io.with_deferral(ROOT / "models" / "inlining_oz_ir2vec",
+                                      tmp_path / "pol", margin=0.0,
+                                      nonzero=["last_call_to_static_bonus"] * 2,
+                                      saved_model=False)
+  assert deferring.spec["defer"] == {"margin": 0.0, "feature": "inlining_default",
+                                     "nonzero": ["last_call_to_static_bonus"]}
+  at = base.input_names.index("last_call_to_static_bonus")
+  problem = get_problem(base.problem)
+  rows = []
+  for src in PROGRAMS:
+    pol = _Outside(base, deferring)
+    r = env.compile_module(module_from_source(str(src), str(tmp_path), opt="Oz"), problem, pol)
+    assert r.ok, r.reason
+    rows += pol.rows
+  static = [raw[at] != 0 for raw, *_ in rows]
+  assert 0 < sum(static) < len(rows)
+  for st, (raw, b, default, d) in zip(static, rows):
+    assert d == (default if st else b)
+  assert deferring.deferred == sum(static)
+
+
+def test_nonzero_deferral_refuses_names_that_are_not_scalar_inputs(tmp_path):
+  src = ROOT / "models" / "inlining_oz_ir2vec"
+  with pytest.raises(ValueError, match="'no_such_feature': not an input of this policy"):
+    policy_io.with_deferral(src, tmp_path / "a", 0.0, nonzero=["no_such_feature"],
+                            saved_model=False)
+  with pytest.raises(ValueError, match="'callee_embedding': not a scalar input"):
+    policy_io.with_deferral(src, tmp_path / "b", 0.0, nonzero=["callee_embedding"],
+                            saved_model=False)
+  assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 def test_deferral_bounds_widen_each_end_by_the_factor():
   from mlgo.policy.normalization import FeatureNorm, Normalizer
   norms = [FeatureNorm("a", np.array([0.0, 3.0, 9.0]), 1.0, 1.0),
