@@ -260,6 +260,22 @@ def _lock(path: pathlib.Path):
       fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _finished(d: pathlib.Path, packages) -> bool:
+  """A finished corpus of these packages: ours (the marker), or one that make_corpus
+  (e.g. tools/make_corpus --output=<this dir>) completed for the same package list,
+  which is not thrown away and rebuilt."""
+  if (d / COMPLETE_MARKER).exists():
+    return True
+  if (d / PARTIAL_MARKER).exists() or not (d / fmt.DESCRIPTION).exists():
+    return False
+  try:
+    stats = json.loads((d / "build_stats.json").read_text())
+    built = set(stats["packages"]) | set(stats["failed_packages"])
+  except (OSError, ValueError, KeyError, TypeError):
+    return False
+  return built == set(packages)
+
+
 def default_corpus(llvm_version: int | None = None, opt: str = "Oz", jobs: int = 2,
                    stream=None, package_set: str = "default") -> pathlib.Path:
   """The corpus of a package set (sources.PACKAGE_SETS: default, extra, unseen) at
@@ -267,10 +283,10 @@ def default_corpus(llvm_version: int | None = None, opt: str = "Oz", jobs: int =
   if package_set not in PACKAGE_SETS:
     raise BuildError(f"unknown package set {package_set!r}; known: {', '.join(PACKAGE_SETS)}")
   d = default_corpus_dir(llvm_version, opt, package_set)
-  if (d / COMPLETE_MARKER).exists():
+  if _finished(d, PACKAGE_SETS[package_set]):
     return d
   with _lock(d.parent / f".{d.name}.lock"):
-    if (d / COMPLETE_MARKER).exists():  # another process finished it meanwhile
+    if _finished(d, PACKAGE_SETS[package_set]):  # another process finished it meanwhile
       return d
     stream = stream or sys.stderr
     print(f"mlgo: building the {package_set} corpus into {d} (once; a few minutes)",

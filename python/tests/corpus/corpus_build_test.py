@@ -95,10 +95,21 @@ def test_default_corpus_built_once_and_partial_redone(tmp_path, monkeypatch):
   # Reused: a file added to the finished corpus survives a second call.
   (d / "sentinel").write_text("x")
   assert corpus_lib.default_corpus(22) == d and (d / "sentinel").exists()
-  # A partial build (no marker) is redone from scratch.
+  # A corpus that make_corpus finished there for the same packages (no marker: e.g.
+  # tools/make_corpus --output=<that dir>) is kept too.
   (d / build.COMPLETE_MARKER).unlink()
+  assert corpus_lib.default_corpus(22) == d and (d / "sentinel").exists()
+  # A partial build (a killed make_corpus leaves its marker) is redone from scratch.
+  (d / build.PARTIAL_MARKER).write_text("")
   assert corpus_lib.default_corpus(22) == d
   assert not (d / "sentinel").exists() and (d / build.COMPLETE_MARKER).exists()
+  # So is one built for another package list.
+  (d / build.COMPLETE_MARKER).unlink()
+  (d / "sentinel").write_text("x")
+  monkeypatch.setitem(build.PACKAGE_SETS, "default", ("tinypkg", "otherpkg"))
+  corpus_lib.default_corpus(22)
+  assert not (d / "sentinel").exists() and (d / build.COMPLETE_MARKER).exists()
+  monkeypatch.setitem(build.PACKAGE_SETS, "default", ("tinypkg",))
   # The O2 variant lives next to it.
   d2 = corpus_lib.default_corpus(22, opt="O2")
   assert d2.name == "default-llvm22-O2" and corpus_lib.load_corpus(d2).opt_level == "O2"
