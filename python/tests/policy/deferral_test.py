@@ -185,3 +185,37 @@ def test_evaluate_counts_the_deferred_decisions(tmp_path):
   plain = evaluate("inlining", corpus, ROOT / "models" / "inlining_oz_ir2vec",
                    tmp_path / "ev0", stream=io.StringIO(), use_cache=False)
   assert plain["deferred"] == 0
+
+
+def test_the_shipped_context_model_defers_by_its_three_rules(tmp_path):
+  """models/inlining_oz_ctx on real clang-22 compiles through the context plugin: each
+  decision is clang's where the sole call of a static function, an input beyond twice the
+  training range or two probabilities within 0.4 say so, else its network's."""
+  shipped = policy_io.load_policy(ROOT / "models" / "inlining_oz_ctx")
+  d = shipped.spec["defer"]
+  assert d == {"margin": 0.4, "feature": "inlining_default", "outside": 2.0,
+               "nonzero": ["last_call_to_static_bonus"]}
+  base = policy_io.Policy({k: v for k, v in shipped.spec.items() if k != "defer"},
+                          shipped.arch.w)
+  lo, hi = policy_io.deferral_bounds(base.normalizer, d["outside"])
+  at = base.input_names.index("last_call_to_static_bonus")
+  problem = get_problem(shipped.problem)
+  assert problem.name == "inlining_ir2vec_ctx"
+  rows = []
+  for src in PROGRAMS:
+    pol = _Outside(base, shipped)
+    r = env.compile_module(module_from_source(str(src), str(tmp_path), opt="Oz"), problem, pol)
+    assert r.ok, r.reason
+    rows += pol.rows
+  kinds = {"static": 0, "outside": 0, "unsure": 0}
+  for raw, b, default, got in rows:
+    lg = base.arch.dist_params(base.normalizer.encode_one(raw)[None, :])["logits"][0]
+    p = np.exp(lg - lg.max()) / np.exp(lg - lg.max()).sum()
+    why = ("static" if raw[at] != 0 else
+           "outside" if np.any((raw > hi) | (raw < lo)) else
+           "unsure" if abs(p[1] - p[0]) < d["margin"] else None)
+    if why:
+      kinds[why] += 1
+    assert got == (default if why else b)
+  assert shipped.deferred == sum(kinds.values()) and kinds["static"] > 0
+
