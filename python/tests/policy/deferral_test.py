@@ -32,19 +32,24 @@ class _Both:
     return d
 
 
+def _compile_programs(recorder_cls, base, deferring, problem, tmp_path):
+  """Compiles every test program with `deferring` answering (recorder_cls records both
+  policies' answers); returns the recorded rows of all decisions."""
+  rows = []
+  for src in PROGRAMS:
+    pol = recorder_cls(base, deferring)
+    r = env.compile_module(module_from_source(str(src), str(tmp_path), opt="Oz"), problem, pol)
+    assert r.ok, r.reason
+    rows += pol.rows
+  return rows
+
+
 def test_defers_exactly_where_unsure(tmp_path):
   base = policy_io.load_policy(ROOT / "models" / "inlining_oz_ir2vec")
   deferring = policy_io.load_policy(ROOT / "models" / "inlining_oz_ir2vec_defer")
   margin = deferring.spec["defer"]["margin"]
   assert margin == 0.4 and deferring.spec["defer"]["feature"] == "inlining_default"
-  problem = get_problem(base.problem)
-  rows = []
-  for src in PROGRAMS:
-    pol = _Both(base, deferring)
-    m = module_from_source(str(src), str(tmp_path), opt="Oz")
-    r = env.compile_module(m, problem, pol)
-    assert r.ok, r.reason
-    rows += pol.rows
+  rows = _compile_programs(_Both, base, deferring, get_problem(base.problem), tmp_path)
   assert len(rows) > 20
   for gap, b, default, d in rows:
     assert d == (default if gap < margin else b)
@@ -73,13 +78,7 @@ def test_defers_exactly_outside_the_training_range(tmp_path):
   assert deferring.spec["defer"] == {"margin": 0.0, "feature": "inlining_default",
                                      "outside": 1.5}
   lo, hi = policy_io.deferral_bounds(base.normalizer, 1.5)
-  problem = get_problem(base.problem)
-  rows = []
-  for src in PROGRAMS:
-    pol = _Outside(base, deferring)
-    r = env.compile_module(module_from_source(str(src), str(tmp_path), opt="Oz"), problem, pol)
-    assert r.ok, r.reason
-    rows += pol.rows
+  rows = _compile_programs(_Outside, base, deferring, get_problem(base.problem), tmp_path)
   outside = [bool(np.any((raw > hi) | (raw < lo))) for raw, *_ in rows]
   # These small programs have call graphs smaller than any training module's, so some of
   # their decisions fall outside (and the others inside) the range.
@@ -100,13 +99,7 @@ def test_defers_exactly_where_a_named_input_is_nonzero(tmp_path):
   assert deferring.spec["defer"] == {"margin": 0.0, "feature": "inlining_default",
                                      "nonzero": ["last_call_to_static_bonus"]}
   at = base.input_names.index("last_call_to_static_bonus")
-  problem = get_problem(base.problem)
-  rows = []
-  for src in PROGRAMS:
-    pol = _Outside(base, deferring)
-    r = env.compile_module(module_from_source(str(src), str(tmp_path), opt="Oz"), problem, pol)
-    assert r.ok, r.reason
-    rows += pol.rows
+  rows = _compile_programs(_Outside, base, deferring, get_problem(base.problem), tmp_path)
   static = [raw[at] != 0 for raw, *_ in rows]
   assert 0 < sum(static) < len(rows)
   for st, (raw, b, default, d) in zip(static, rows):
@@ -201,12 +194,7 @@ def test_the_shipped_context_model_defers_by_its_three_rules(tmp_path):
   at = base.input_names.index("last_call_to_static_bonus")
   problem = get_problem(shipped.problem)
   assert problem.name == "inlining_ir2vec_ctx"
-  rows = []
-  for src in PROGRAMS:
-    pol = _Outside(base, shipped)
-    r = env.compile_module(module_from_source(str(src), str(tmp_path), opt="Oz"), problem, pol)
-    assert r.ok, r.reason
-    rows += pol.rows
+  rows = _compile_programs(_Outside, base, shipped, problem, tmp_path)
   kinds = {"static": 0, "outside": 0, "unsure": 0}
   for raw, b, default, got in rows:
     lg = base.arch.dist_params(base.normalizer.encode_one(raw)[None, :])["logits"][0]
