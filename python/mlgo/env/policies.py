@@ -64,8 +64,10 @@ class ThresholdShift:
 
 class LogitShift:
   """A learned categorical policy (a policy dir's spec and weights) with `shift` added to
-  the logit of `action`: its own global knob (for inlining, shift > 0 inlines more). Greedy;
-  a policy's deferral to the default is not applied. Picklable for worker pools."""
+  the logit of `action`: its own global knob (for inlining, shift > 0 inlines more).
+  Greedy. A policy that defers to the compiler still does, where it would unshifted: the
+  knob moves only the decisions the network makes, so shift 0 is the policy itself.
+  Picklable for worker pools."""
 
   def __init__(self, spec: dict, weights: dict, shift: float, action: int = 1):
     self.spec, self.weights = spec, weights
@@ -79,7 +81,9 @@ class LogitShift:
     if self._policy is None:
       from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
       self._policy = policy_io.Policy(self.spec, self.weights, greedy=True)
-    params = self._policy.dist_params(observation)
+    answer, params = self._policy.deferral(observation)
+    if answer is not None:
+      return np.int64(answer)
     if "logits" not in params:
       raise ValueError(f"LogitShift needs a categorical policy, not "
                        f"{self.spec['architecture']['type']}")

@@ -6,7 +6,8 @@ compiled with a family of variants:
   - the default with its threshold moved for every call site (`threshold+D`,
     env.policies.ThresholdShift): the global knob of the heuristic;
   - with a policy dir, that policy with its inline logit moved (`policy+S`,
-    env.policies.LogitShift; `policy+0` is the policy itself): the policy's global knob;
+    env.policies.LogitShift; `policy+0` is the policy itself, deferrals included): the
+    policy's global knob;
   - with `search=N`, a greedy search over single decisions (`searchN`, search_module):
     from the policy's compile (or the default's), flip one decision at a time, least
     confident first, keep a flip that makes the module smaller, at most N compiles;

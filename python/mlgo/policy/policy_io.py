@@ -89,23 +89,32 @@ class Policy:
     return self.arch.dist_params(self.normalizer.encode_one(raw)[None, :])
 
   def act(self, observation: dict):
-    raw = self.raw_vector(observation)
-    params = self._dist_params_of_raw(raw)   # the raw vector also feeds the range check
-    if self.greedy_mode and self.defers and self.defer_feature in observation:
-      unsure = bool(self.defer_nonzero and np.any(raw[self.defer_nonzero_at] != 0))
-      if not unsure and self.defer_outside:
-        with np.errstate(invalid="ignore"):   # NaN is inside (as in the TF graph)
-          unsure = bool(np.any((raw > self.defer_high) | (raw < self.defer_low)))
-      if not unsure and self.defer_margin:
-        lg = params["logits"][0].astype(np.float64)
-        p = np.exp(lg - lg.max())
-        p = np.sort(p / p.sum())
-        unsure = p[-1] - p[-2] < self.defer_margin
-      if unsure:
-        self.deferred += 1
-        return int(np.asarray(observation[self.defer_feature]).reshape(-1)[0])
+    answer, params = self.deferral(observation)
+    if answer is not None:
+      return answer
     a = self.arch.greedy(params) if self.greedy_mode else self.arch.sample(params, self.rng)
     return a.reshape(-1)[0] if a.ndim <= 1 or a.shape[-1] == 1 else a[0]
+
+  def deferral(self, observation: dict):
+    """(the compiler's answer where this greedy policy defers to it, else None; the
+    network's distribution parameters). Counts the deferred decisions."""
+    raw = self.raw_vector(observation)
+    params = self._dist_params_of_raw(raw)   # the raw vector also feeds the range check
+    if not (self.greedy_mode and self.defers and self.defer_feature in observation):
+      return None, params
+    unsure = bool(self.defer_nonzero and np.any(raw[self.defer_nonzero_at] != 0))
+    if not unsure and self.defer_outside:
+      with np.errstate(invalid="ignore"):   # NaN is inside (as in the TF graph)
+        unsure = bool(np.any((raw > self.defer_high) | (raw < self.defer_low)))
+    if not unsure and self.defer_margin:
+      lg = params["logits"][0].astype(np.float64)
+      p = np.exp(lg - lg.max())
+      p = np.sort(p / p.sum())
+      unsure = p[-1] - p[-2] < self.defer_margin
+    if not unsure:
+      return None, params
+    self.deferred += 1
+    return int(np.asarray(observation[self.defer_feature]).reshape(-1)[0]), params
 
   def encode_batch(self, features: dict) -> np.ndarray:
     """features: name -> [N, *shape] -> encoded float32 [N, D]."""

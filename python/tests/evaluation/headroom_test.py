@@ -123,6 +123,28 @@ def test_logit_shift_moves_decisions_the_expected_way():
   assert all(int(LogitShift(spec, weights, -1e6).act(o)) == 0 for o in obs)
 
 
+def test_logit_shift_keeps_the_policys_deferrals(tmp_path):
+  """For a policy that defers to the compiler, the knob moves only the network's own
+  decisions: shift 0 is the deferring policy, and even a huge shift leaves the deferred
+  decisions to the compiler."""
+  p = policy_io.with_deferral(POLICY, tmp_path / "deferring", margin=0.3,
+                              nonzero=["last_call_to_static_bonus"], saved_model=False)
+  spec, weights = p.spec, p.arch.w
+  rng = np.random.default_rng(1)
+  obs = [dict({f["name"]: rng.integers(0, 200, size=f["shape"]).astype(f["dtype"])
+               for f in spec["features"]},
+              last_call_to_static_bonus=np.array([15000 * (i % 3 == 0)], np.int64),
+              inlining_default=np.array([i % 2], np.int64)) for i in range(60)]
+  want = [int(p.act(o)) for o in obs]
+  assert 20 <= p.deferred < 60
+  shifted = LogitShift(spec, weights, 0.0)
+  assert [int(shifted.act(o)) for o in obs] == want
+  static = [o for o in obs if o["last_call_to_static_bonus"][0]]
+  for s in (1e6, -1e6):
+    k = LogitShift(spec, weights, s)
+    assert [int(k.act(o)) for o in static] == [int(o["inlining_default"][0]) for o in static]
+
+
 def test_what_it_cannot_use_is_refused(corpus, tmp_path):
   with pytest.raises(ValueError, match="per-module"):
     headroom.run("regalloc_eviction", corpus, tmp_path)
