@@ -105,8 +105,9 @@ def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_defaul
   prefix = module.name + "::"
   # Scores here are keyed "module::function" (or the module's name); the guard's are the
   # problem's score_fn keys (the function, or "" for the module).
+  pol = work.make_policy(ref)
   g = guarded_lib.guarded_compile(
-      module, problem, work.make_policy(ref), llvm_version=llvm_version, timeout=timeout,
+      module, problem, pol, llvm_version=llvm_version, timeout=timeout,
       default_scores={("" if k == module.name else k[len(prefix):]): v
                       for k, v in d["scores"].items()} if d["ok"] else None)
   p = summary(g.result, t0)
@@ -115,11 +116,17 @@ def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_defaul
                    for f, v in g.scores.items()}
   p.update(guard_compiles=g.compiles, guard_policy_functions=len(g.policy_functions),
            guard_mismatches=g.mismatches)
+  # Decisions left to the compiler: all from the one policy compile (only inlining
+  # policies defer, and the per-module guard compiles the policy once); they count for
+  # the guarded result only where it kept that compile.
+  deferred = int(getattr(pol, "deferred", 0))
+  p["deferred"] = deferred if g.result is g.policy_result else 0
   # The unguarded policy compile the guard made anyway: the plain evaluation, for free
   # (its seconds are the whole guarded compile's).
   if g.policy_result is not None:
     p["plain"] = summary(g.policy_result, t0)
     p["plain"]["seconds"] = p["seconds"]
+    p["plain"]["deferred"] = deferred
   return d, p
 
 def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldout",

@@ -1,6 +1,7 @@
 """The shipped deferring inliner on real clang-22 decisions: where the base model's two
 probabilities are within the margin it answers clang's own decision, elsewhere exactly
 what the base model answers."""
+import json
 import pathlib
 
 import numpy as np
@@ -178,6 +179,14 @@ def test_evaluate_counts_the_deferred_decisions(tmp_path):
   plain = evaluate("inlining", corpus, ROOT / "models" / "inlining_oz_ir2vec",
                    tmp_path / "ev0", stream=io.StringIO(), use_cache=False)
   assert plain["deferred"] == 0
+  # Guarded: the plain report made from the same compiles counts the same decisions; the
+  # guarded one counts them in the modules whose policy object it kept.
+  g = evaluate("inlining", corpus, tmp_path / "pol", tmp_path / "evg", stream=io.StringIO(),
+               use_cache=False, guarded=True, plain_output=tmp_path / "evg-plain")
+  gp = json.loads((tmp_path / "evg-plain" / "summary.json").read_text())
+  assert gp["deferred"] == s["deferred"]
+  grows = list(csv.DictReader(open(tmp_path / "evg" / "per_key.csv")))
+  assert 0 < g["deferred"] == sum(int(r["policy_deferred"]) for r in grows) <= s["deferred"]
 
 
 def test_the_shipped_context_model_defers_by_its_three_rules(tmp_path):
