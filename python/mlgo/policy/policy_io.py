@@ -408,8 +408,9 @@ def with_deferral(policy_dir, output, margin: float, feature: str = "inlining_de
   """A copy of a categorical policy that takes the compiler's own decision (`feature`
   of the observation) wherever its top two probabilities are closer than `margin`,
   (outside > 0) wherever an input lies beyond its training range by more than that factor
-  (deferral_bounds), and wherever one of the `nonzero` scalar inputs is not 0. None of
-  them removes the deferral. The SavedModel takes `feature` as one more input."""
+  (deferral_bounds), and wherever one of the `nonzero` scalar inputs is not 0. With none
+  of the three, the copy has no deferral. The SavedModel takes `feature` as one more
+  input."""
   p = load_policy(policy_dir)
   if "logits" not in p.arch.DIST_PARAMS or not hasattr(p.arch, "tf_logits"):
     raise ValueError(f"{policy_dir}: deferring to the default needs a categorical policy")
