@@ -57,9 +57,9 @@ def test_defers_exactly_where_unsure(tmp_path):
   assert any(g < margin for g, *_ in rows) and any(g >= margin for g, *_ in rows)
 
 
-class _Outside:
-  """Answers with a policy that defers outside its training range; records the raw
-  inputs, what the base policy said and clang's default."""
+class _RawRecorder:
+  """Answers with a deferring policy; records the raw inputs, what the base policy said,
+  clang's default and the answer given."""
 
   def __init__(self, base, deferring):
     self.base, self.deferring, self.rows = base, deferring, []
@@ -79,7 +79,7 @@ def test_defers_exactly_outside_the_training_range(tmp_path):
   assert deferring.spec["defer"] == {"margin": 0.0, "feature": "inlining_default",
                                      "outside": 1.5}
   lo, hi = policy_io.deferral_bounds(base.normalizer, 1.5)
-  rows = _compile_programs(_Outside, base, deferring, get_problem(base.problem), tmp_path)
+  rows = _compile_programs(_RawRecorder, base, deferring, get_problem(base.problem), tmp_path)
   outside = [bool(np.any((raw > hi) | (raw < lo))) for raw, *_ in rows]
   # These small programs have call graphs smaller than any training module's, so some of
   # their decisions fall outside (and the others inside) the range.
@@ -100,7 +100,7 @@ def test_defers_exactly_where_a_named_input_is_nonzero(tmp_path):
   assert deferring.spec["defer"] == {"margin": 0.0, "feature": "inlining_default",
                                      "nonzero": ["last_call_to_static_bonus"]}
   at = base.input_names.index("last_call_to_static_bonus")
-  rows = _compile_programs(_Outside, base, deferring, get_problem(base.problem), tmp_path)
+  rows = _compile_programs(_RawRecorder, base, deferring, get_problem(base.problem), tmp_path)
   static = [raw[at] != 0 for raw, *_ in rows]
   assert 0 < sum(static) < len(rows)
   for st, (raw, b, default, d) in zip(static, rows):
@@ -203,7 +203,7 @@ def test_the_shipped_context_model_defers_by_its_three_rules(tmp_path):
   at = base.input_names.index("last_call_to_static_bonus")
   problem = get_problem(shipped.problem)
   assert problem.name == "inlining_ir2vec_ctx"
-  rows = _compile_programs(_Outside, base, shipped, problem, tmp_path)
+  rows = _compile_programs(_RawRecorder, base, shipped, problem, tmp_path)
   kinds = {"static": 0, "outside": 0, "unsure": 0}
   for raw, b, default, got in rows:
     lg = base.arch.dist_params(base.normalizer.encode_one(raw)[None, :])["logits"][0]
