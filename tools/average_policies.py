@@ -2,8 +2,9 @@
 
 --mode=weights (default): the weight average of a run's saved iteration policies (same
 spec). --mode=ensemble: one wider network whose output is the mean of the members'
-outputs (same features and normalization; any widths), which every consumer of a policy
-dir (evaluate, export, AOT, the release compiler) reads like any other policy.
+outputs (same features; any widths; members that fitted their own normalizations, such
+as seeds of one command, each keep theirs), which every consumer of a policy dir
+(evaluate, export, AOT, the release compiler) reads like any other policy.
 
   bazel run //tools:average_policies -- --run=RUN_DIR --first=131 --last=160 --output=DIR
   bazel run //tools:average_policies -- --mode=ensemble --output=DIR POLICY_DIR POLICY_DIR ...

@@ -107,12 +107,20 @@ def fit_feature(name: str, values: np.ndarray, max_boundaries: int = MAX_BOUNDAR
 
 
 class Normalizer:
-  """Encodes raw features (dict name -> array [..., *shape]) into float32 vectors."""
+  """Encodes raw features (dict name -> array [..., *shape]) into float32 vectors.
 
-  def __init__(self, norms: list[FeatureNorm], encoding: str = "quantile"):
+  copies > 1 (an ensemble whose members fitted their own normalizations, e.g. two seeds):
+  `norms` holds `copies` blocks of one norm per raw element, and every raw vector is read
+  `copies` times, each block encoding it with its own member's norms, side by side.
+  """
+
+  def __init__(self, norms: list[FeatureNorm], encoding: str = "quantile", copies: int = 1):
     if encoding not in ENCODINGS:
       raise ValueError(f"unknown feature encoding {encoding!r} (known: {sorted(ENCODINGS)})")
+    if copies < 1 or len(norms) % copies:
+      raise ValueError(f"{len(norms)} element norms cannot be {copies} equal member blocks")
     self.encoding = encoding
+    self.copies = int(copies)
     self.norms = list(norms)
     self.by_name = {n.name: n for n in self.norms}
     # One padded boundary matrix so a single decision needs one vectorized compare.
@@ -177,8 +185,10 @@ class Normalizer:
 
   def encode_scalar_rows(self, x: np.ndarray) -> np.ndarray:
     """x: [N, F] float64 raw values (feature order of self.norms) -> [N, 3F] float32
-    ([N, F] for "slog")."""
+    ([N, F] for "slog"; times `copies`)."""
     x = np.asarray(x, np.float64)
+    if self.copies > 1:
+      x = np.tile(x, (1, self.copies))
     n, f = x.shape
     if self.encoding == "slog":
       return self._z(x).astype(np.float32)
@@ -194,7 +204,10 @@ class Normalizer:
       return (slog(x) - self.mean) / self.std
 
   def encode_one(self, x: np.ndarray) -> np.ndarray:
-    """x: [F] float64 -> [3F] float32 ([F] for "slog"), the per-decision fast path."""
+    """x: [F] float64 -> [3F] float32 ([F] for "slog"; times `copies`), the per-decision
+    fast path."""
+    if self.copies > 1:
+      x = np.tile(x, self.copies)
     if self.encoding == "slog":
       return self._z(x).astype(np.float32)
     if self._per_run:

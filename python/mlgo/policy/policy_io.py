@@ -23,6 +23,7 @@ import numpy as np
 
 from mlgo.policy.architectures import architecture_class
 from mlgo.policy.normalization import FeatureNorm, Normalizer
+from mlgo.policy.regalloc_architectures import NORMALIZED_THRESHOLDS
 
 FORMAT_VERSION = 1
 
@@ -39,11 +40,15 @@ class Policy:
     self.features = spec["features"]           # [{"name","dtype","shape"}]
     self.input_names = [f["name"] for f in self.features]
     self.sizes = [int(np.prod(f["shape"])) for f in self.features]
-    norms = {d["name"]: FeatureNorm.from_json(d) for d in spec["normalization"]}
+    # An ensemble of members with their own normalizations (ensemble_policies) encodes
+    # the input once per member, with that member's norms.
+    members = member_normalizations(spec)
     expanded = []
-    for f, n in zip(self.features, self.sizes):
-      expanded += [norms[f["name"]]] * n
-    self.normalizer = Normalizer(expanded, spec.get("encoding", "quantile"))
+    for member in members:
+      norms = {d["name"]: FeatureNorm.from_json(d) for d in member}
+      for f, n in zip(self.features, self.sizes):
+        expanded += [norms[f["name"]]] * n
+    self.normalizer = Normalizer(expanded, spec.get("encoding", "quantile"), len(members))
     arch_cls = architecture_class(spec["architecture"]["type"])
     if self.normalizer.encoding not in arch_cls.ENCODINGS:
       raise ValueError(f"architecture {arch_cls.TYPE} cannot read the "
@@ -130,6 +135,12 @@ class Policy:
     return self.arch.greedy(self.dist_params_batch(features))
 
 
+def member_normalizations(spec: dict) -> list:
+  """The normalization of each encoder the policy reads its input through: one, or one a
+  member for an ensemble of differently normalized members."""
+  return spec.get("ensemble_normalization") or [spec["normalization"]]
+
+
 def write_policy_dir(out_dir, spec: dict, weights: dict, saved_model: bool = True):
   """Writes policy.json + weights.npz (+ saved_policy/) atomically (temp dir + rename)."""
   out_dir = pathlib.Path(out_dir)
@@ -201,14 +212,15 @@ def export_saved_model(policy: Policy, path):
       if defer:
         args, default = args[:-1], args[-1]
       x = tf.concat([tf.reshape(tf.cast(a, tf.float64), [1, -1]) for a in args], axis=1)
-      s = tf.sign(x) * tf.math.log1p(tf.abs(x))
+      xs = tf.tile(x, [1, norm.copies]) if norm.copies > 1 else x   # one copy per encoder
+      s = tf.sign(xs) * tf.math.log1p(tf.abs(xs))
       z = (s - tf.constant(mean)) / tf.constant(std)
       if norm.encoding == "slog":
         enc = z
       else:
         # The empirical CDF: per group of features, compare against the group's padded
         # boundaries, weight by the CDF increments, sum; then back to feature order.
-        qs = [tf.reduce_sum(tf.cast(tf.gather(x, idx, axis=1)[:, :, None] >= tf.constant(b),
+        qs = [tf.reduce_sum(tf.cast(tf.gather(xs, idx, axis=1)[:, :, None] >= tf.constant(b),
                                     tf.float64) * tf.constant(d), axis=-1)
               for idx, b, d in groups]
         q = tf.gather(tf.concat(qs, axis=1), inverse, axis=1)
@@ -301,7 +313,8 @@ def average_policies(policy_dirs, output, saved_model: bool = True,
   share = share / share.sum()
   pols = [load_policy(d) for d in dirs]
   ref = pols[0]
-  _check_same_inputs(dirs, pols, ("problem", "features", "normalization", "architecture"),
+  _check_same_inputs(dirs, pols, ("problem", "features", "normalization",
+                                  "ensemble_normalization", "encoding", "architecture"),
                      "; only policies of one run (same spec) can be averaged")
   averaged = {k: np.tensordot(share, np.stack([p.arch.w[k] for p in pols]), axes=1
                              ).astype(ref.arch.w[k].dtype)
@@ -322,16 +335,29 @@ def ensemble_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
   a Normal), written as a single wider MLP of the same architecture: the members' hidden
   layers side by side (block-diagonal from the second layer on) and their output layers
   stacked and divided by their number. Unlike a weight average, this needs no shared
-  training trajectory; the members need the same problem, features, normalization and
-  architecture (all but the layer widths, which add up). Every consumer of a policy dir
-  (numpy evaluator, SavedModel, AOT, the release compiler) reads the result unchanged."""
+  training trajectory; the members need the same problem, features, encoding and
+  architecture (all but the layer widths, which add up).
+
+  Members that fitted different normalizations (e.g. seeds of one command, each with its
+  own trace sample) keep them: the input is encoded once per member with its own norms
+  (spec "ensemble_normalization", Normalizer.copies), and the first layer is
+  block-diagonal too, each member reading only its own encoding. Every consumer of a
+  policy dir (numpy evaluator, SavedModel, AOT, the release compiler) reads the result
+  unchanged."""
   dirs = [pathlib.Path(d) for d in policy_dirs]
   if not dirs:
     raise ValueError("ensemble_policies: no policy dirs given")
   pols = [load_policy(d) for d in dirs]
-  _check_same_inputs(dirs, pols, ("problem", "features", "normalization", "defer"))
+  _check_same_inputs(dirs, pols, ("problem", "features", "encoding", "defer"))
   archs = [dict(p.spec["architecture"]) for p in pols]
-  rest = [{k: v for k, v in a.items() if k != "hidden"} for a in archs]
+  encoders = [member_normalizations(p.spec) for p in pols]
+  shared = all(json.dumps(e, sort_keys=True) == json.dumps(encoders[0], sort_keys=True)
+               for e in encoders)
+  if not shared and archs[0]["type"] not in _OWN_ENCODER_TYPES:
+    raise ValueError(f"{dirs[0]}: members of type {archs[0]['type']} must share one "
+                     "normalization to be ensembled (only "
+                     f"{', '.join(_OWN_ENCODER_TYPES)} read per-member encodings)")
+  rest = [_architecture_beyond_widths(a, normalized=not shared) for a in archs]
   for d, a, r in zip(dirs, archs, rest):
     if r != rest[0] or len(a.get("hidden", ())) != len(archs[0].get("hidden", ())):
       raise ValueError(f"{d}: its architecture differs from {dirs[0]}'s beyond the layer "
@@ -347,16 +373,12 @@ def ensemble_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
     if extra:
       raise ValueError(f"{d}: weights {extra} have no ensemble rule")
   k = float(len(ws))
-  out = {"hidden_0/kernel": np.concatenate([w["hidden_0/kernel"] for w in ws], axis=1)}
+  if shared:
+    out = {"hidden_0/kernel": np.concatenate([w["hidden_0/kernel"] for w in ws], axis=1)}
+  else:
+    out = {"hidden_0/kernel": _block_diagonal([w["hidden_0/kernel"] for w in ws])}
   for i in range(1, n_hidden):
-    blocks = [w[f"hidden_{i}/kernel"] for w in ws]
-    big = np.zeros((sum(b.shape[0] for b in blocks), sum(b.shape[1] for b in blocks)),
-                   np.float32)
-    r = c = 0
-    for b in blocks:
-      big[r:r + b.shape[0], c:c + b.shape[1]] = b
-      r, c = r + b.shape[0], c + b.shape[1]
-    out[f"hidden_{i}/kernel"] = big
+    out[f"hidden_{i}/kernel"] = _block_diagonal([w[f"hidden_{i}/kernel"] for w in ws])
   for i in range(n_hidden):
     out[f"hidden_{i}/bias"] = np.concatenate([w[f"hidden_{i}/bias"] for w in ws])
   out["out/kernel"] = np.concatenate([w["out/kernel"] for w in ws], axis=0) / k
@@ -369,24 +391,66 @@ def ensemble_policies(policy_dirs, output, saved_model: bool = True) -> Policy:
     # Only sampling reads it (greedy decisions use the mean); the members' average.
     out["std/bias"] = np.mean([w["std/bias"] for w in ws], axis=0)
   out = {name: v.astype(np.float32) for name, v in out.items()}
-  spec = {key: v for key, v in pols[0].spec.items() if key not in MEMBER_PROVENANCE}
+  spec = {key: v for key, v in pols[0].spec.items()
+          if key not in MEMBER_PROVENANCE and key != "ensemble_normalization"}
   spec["architecture"] = dict(archs[0], hidden=[int(sum(a["hidden"][i] for a in archs))
                                                 for i in range(n_hidden)])
+  if not shared:
+    spec["ensemble_normalization"] = [norm for e in encoders for norm in e]
+    if archs[0]["type"] in _COLUMN_TYPES:
+      spec["architecture"]["input_copies"] = len(spec["ensemble_normalization"])
+  elif len(encoders[0]) > 1:
+    spec["ensemble_normalization"] = encoders[0]
   spec["ensemble_of"] = [str(d) for d in dirs]
   write_policy_dir(output, spec, out, saved_model=saved_model)
   return load_policy(output)
 
 
+# Architectures whose first layer can read one member's own encoding of the input: flat
+# MLPs read a block of a wider input; the eviction column scorer gives each column every
+# member's column inputs side by side (architecture "input_copies").
+_COLUMN_TYPES = ("regalloc_column_scorer",)
+_OWN_ENCODER_TYPES = ("mlp_categorical", "mlp_normal") + _COLUMN_TYPES
+
+
+def _architecture_beyond_widths(arch: dict, normalized: bool) -> str:
+  """What must agree between ensemble members: the architecture without its widths and
+  input copies, and (members with their own normalizations) without the thresholds
+  written in each member's normalized units."""
+  def strip(v):
+    if isinstance(v, dict):
+      return {k: strip(x) for k, x in v.items()
+              if not (normalized and k in NORMALIZED_THRESHOLDS)}
+    return v
+  return json.dumps(strip({k: v for k, v in arch.items() if k not in ("hidden", "input_copies")}),
+                    sort_keys=True)
+
+
+def _block_diagonal(blocks) -> np.ndarray:
+  big = np.zeros((sum(b.shape[0] for b in blocks), sum(b.shape[1] for b in blocks)),
+                 np.float32)
+  r = c = 0
+  for b in blocks:
+    big[r:r + b.shape[0], c:c + b.shape[1]] = b
+    r, c = r + b.shape[0], c + b.shape[1]
+  return big
+
+
 def deferral_bounds(normalizer, factor: float):
-  """Per input element, the raw values past which a policy defers for being outside its
+  """Per raw input element, the values past which a policy defers for being outside its
   training range: the range its normalization saw ([first, last] boundary) widened so
-  that 1 + |x| may grow by `factor` (> 1) beyond either end. float64, so the numpy policy
-  and the SavedModel compare the same numbers."""
+  that 1 + |x| may grow by `factor` (> 1) beyond either end; for an ensemble of several
+  encoders, the narrowest of their ranges. float64, so the numpy policy and the
+  SavedModel compare the same numbers."""
   if factor < 1:
     raise ValueError(f"outside factor must be >= 1, not {factor}")
   lo = np.array([n.boundaries[0] if len(n.boundaries) else 0.0 for n in normalizer.norms])
   hi = np.array([n.boundaries[-1] if len(n.boundaries) else 0.0 for n in normalizer.norms])
-  return lo - (factor - 1.0) * (1.0 + np.abs(lo)), hi + (factor - 1.0) * (1.0 + np.abs(hi))
+  lo = lo - (factor - 1.0) * (1.0 + np.abs(lo))
+  hi = hi + (factor - 1.0) * (1.0 + np.abs(hi))
+  # An ensemble's encoders each saw their own range: outside any one of them is outside.
+  return (lo.reshape(normalizer.copies, -1).max(axis=0),
+          hi.reshape(normalizer.copies, -1).min(axis=0))
 
 
 def nonzero_positions(policy, names) -> np.ndarray:
@@ -438,6 +502,10 @@ def widen_policy(policy_dir, like_dir, output, saved_model: bool = True) -> Poli
   original does and fine-tuning starts from it instead of from an imperfect clone.
   Needs `like_dir`'s features to start with the original's, in order."""
   src, like = load_policy(policy_dir), load_policy(like_dir)
+  for d, p in ((policy_dir, src), (like_dir, like)):
+    if p.normalizer.copies > 1:
+      raise ValueError(f"{d}: an ensemble of differently normalized members cannot be "
+                       "widened")
   if src.spec["architecture"]["type"] != "mlp_categorical":
     raise ValueError(f"{policy_dir}: only mlp_categorical policies can be widened")
   if like.spec["architecture"] != src.spec["architecture"]:

@@ -44,8 +44,14 @@ def clean_tf(tf, enc):
   return tf.clip_by_value(enc, -ENC_CLIP, ENC_CLIP)
 
 
-def column_inputs_np(enc: np.ndarray, n_col_features: int):
-  """enc [B, D] -> per-column inputs [B, 33, 3F + 3] (column features + progress)."""
+def column_inputs_np(enc: np.ndarray, n_col_features: int, copies: int = 1):
+  """enc [B, D] -> per-column inputs [B, 33, 3F + 3] (column features + progress).
+
+  copies > 1 (an ensemble of members with their own normalizations): enc holds one
+  encoding a member side by side; each column gets every member's inputs, in order."""
+  if copies > 1:
+    return np.concatenate([column_inputs_np(part, n_col_features)
+                           for part in np.split(np.asarray(enc), copies, axis=1)], axis=-1)
   enc = clean_np(enc)
   b = enc.shape[0]
   cols = enc[:, :n_col_features * COLUMNS * E].reshape(b, n_col_features, COLUMNS, E)
@@ -65,7 +71,8 @@ _LAST_COLUMN = np.arange(COLUMNS) == COLUMNS - 1
 
 def mask_np(enc: np.ndarray, config: dict) -> np.ndarray:
   """Columns the policy may choose: the compiler's mask, narrowed by the cost rule when
-  the config has one (see eviction_architecture)."""
+  the config has one (see eviction_architecture). For an ensemble of several encodings,
+  the config's thresholds are the first member's and read the first encoding."""
   m = _column_z_np(enc, config["mask_feature_index"]) > config["mask_z_threshold"]
   cm = config.get("cost_mask")
   if cm:
@@ -78,7 +85,10 @@ def mask_np(enc: np.ndarray, config: dict) -> np.ndarray:
   return m
 
 
-def column_inputs_tf(tf, enc, n_col_features: int):
+def column_inputs_tf(tf, enc, n_col_features: int, copies: int = 1):
+  if copies > 1:
+    return tf.concat([column_inputs_tf(tf, part, n_col_features)
+                      for part in tf.split(enc, copies, axis=1)], axis=-1)
   enc = clean_tf(tf, enc)
   b = tf.shape(enc)[0]
   cols = tf.reshape(enc[:, :n_col_features * COLUMNS * E], [b, n_col_features, COLUMNS, E])
@@ -188,7 +198,7 @@ def _prior_tf(tf, w, config, enc):
 
 def scorer_logits_tf(tf, w, config, enc):
   """TF forward pass; `w` maps weight names to tensors (constants or variables)."""
-  x = column_inputs_tf(tf, enc, config["n_column_features"])
+  x = column_inputs_tf(tf, enc, config["n_column_features"], config.get("input_copies", 1))
   h = x
   for i in range(len(config["hidden"])):
     h = tf.nn.relu(tf.einsum("bcd,de->bce", h, w[f"hidden_{i}/kernel"]) + w[f"hidden_{i}/bias"])
@@ -205,7 +215,8 @@ class ColumnScorer(Architecture):
 
   def dist_params(self, enc):
     c = self.config
-    h = column_inputs_np(np.asarray(enc, np.float32), c["n_column_features"])
+    h = column_inputs_np(np.asarray(enc, np.float32), c["n_column_features"],
+                         c.get("input_copies", 1))
     for i in range(len(c["hidden"])):
       h = relu_np(h @ self.w[f"hidden_{i}/kernel"] + self.w[f"hidden_{i}/bias"])
     logits = (h @ self.w["out/kernel"])[..., 0] + self.w["out/bias"][0]
@@ -307,6 +318,11 @@ class PriorityLog2Normal(Architecture):
   @staticmethod
   def init_weights(config, input_dim, seed=0):
     return init_priority_weights(config, input_dim, seed)
+
+
+# Config entries that hold a raw threshold in one member's normalized units: members
+# that differ only in these (and widths) can be ensembled; the first member's apply.
+NORMALIZED_THRESHOLDS = ("mask_z_threshold", "urgent_z", "hint_z")
 
 
 def _z_of(norm, raw: float) -> float:
