@@ -34,12 +34,12 @@ def main(argv=None) -> int:
   missing = [str(d) for d in dirs if not (d / "policy.json").exists()]
   if missing:
     raise SystemExit(f"not policy dirs: {', '.join(missing[:5])}")
-  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import derived  # pylint: disable=import-outside-toplevel
   try:
     if a.mode == "ensemble":
-      policy_io.ensemble_policies(dirs, user_path(a.output))
+      derived.ensemble_policies(dirs, user_path(a.output))
     else:
-      policy_io.average_policies(dirs, user_path(a.output))
+      derived.average_policies(dirs, user_path(a.output))
   except ValueError as e:
     raise SystemExit(str(e)) from e
   verb = "ensembled" if a.mode == "ensemble" else "averaged"

@@ -32,10 +32,10 @@ def main(argv=None) -> int:
                   help="defer where this scalar input is not 0 (repeatable)")
   ap.add_argument("--output", required=True)
   a = ap.parse_args(argv)
-  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import derived  # pylint: disable=import-outside-toplevel
   src = policy_path(a.policy)
   try:
-    pol = policy_io.with_deferral(src, user_path(a.output), a.margin, outside=a.outside,
+    pol = derived.with_deferral(src, user_path(a.output), a.margin, outside=a.outside,
                                   nonzero=a.nonzero)
   except (ValueError, FileNotFoundError) as e:
     print(f"defer_policy: error: {e}", file=sys.stderr)

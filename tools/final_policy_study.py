@@ -7,7 +7,7 @@ every candidate on the given suites.
 
 Candidates per run (RUN_DIR is a train_* output: RUN/ppo/policies/iter-N, log.jsonl):
   best40     the run's own final rule: the best on its own validation modules
-  own_ens3   logit ensemble (policy_io.ensemble_policies) of the 3 best by that validation
+  own_ens3   logit ensemble (derived.ensemble_policies) of the 3 best by that validation
   own_avg3   weight average of the same 3
   wide_best  the best on --wide_modules other seeded training modules (module_mean)
   wide_ens3 / wide_avg3  ensemble / average of the 3 best by the wide validation
@@ -95,7 +95,7 @@ class Study:
     return {int(k): v for k, v in done.items()}
 
   def candidates(self, run):
-    from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+    from mlgo.policy import derived  # pylint: disable=import-outside-toplevel
     own = self.own_validation(run)
     wide = self.wide_validation(run, own)
     it_dir = lambda it: run / "ppo/policies" / f"iter-{it:05d}"
@@ -106,8 +106,8 @@ class Study:
       top = best(val, 3)
       if name == "wide":
         c["wide_best"] = it_dir(top[0])
-      for kind, merge in (("ens3", policy_io.ensemble_policies),
-                          ("avg3", policy_io.average_policies)):
+      for kind, merge in (("ens3", derived.ensemble_policies),
+                          ("avg3", derived.average_policies)):
         d = out / f"{name}_{kind}"
         if not (d / "policy.json").exists():
           merge([it_dir(i) for i in top], d, saved_model=False)

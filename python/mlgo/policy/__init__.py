@@ -3,7 +3,9 @@
 A policy dir (policy.json + weights.npz + saved_policy/) is what training writes and
 what the environment, evaluation and export load. This package holds its format
 (policy_io), the feature encoding (normalization) and the network architectures as numpy
-evaluators with their TF export (architectures registered by name). It imports nothing
+evaluators with their TF export (architectures registered by name), and the policies
+made from other policies (derived: averages, ensembles, deferring copies, widened
+starts). It imports nothing
 from training, evaluation, export or the environment.
 """
 # Registers the regalloc architecture types beside the generic ones (one direction:

@@ -29,7 +29,7 @@ import time
 import gin
 import numpy as np
 
-from mlgo.policy import policy_io
+from mlgo.policy import derived, policy_io
 from mlgo import problems as problems_lib
 from mlgo.env import work
 from mlgo.training import bc, dataset, ppo, selection, trace as trace_lib
@@ -58,7 +58,7 @@ class PipelineConfig:
     seconds of the budget are kept for it.
   final_policy: what the run keeps when PPO validated its policies: "best" (the best
     greedy validation), "ensemble" (one wider network averaging the outputs of the
-    final_top_k best validated iterations; policy_io.ensemble_policies) or "average"
+    final_top_k best validated iterations; derived.ensemble_policies) or "average"
     (their weight average).
   architecture_options: keyword options of the problem's network, given to BC's fresh
     spec (PPO trains what BC starts), e.g. {"cost_mask": True} for eviction.
@@ -100,8 +100,8 @@ def _merge_best(state: dict, ppo_dir, cfg, report: dict, say):
     say(f"final policy: fewer than two validated iterations at hand for an "
         f"{cfg.final_policy}; keeping the best one")
     return None
-  merge = (policy_io.ensemble_policies if cfg.final_policy == "ensemble"
-           else policy_io.average_policies)
+  merge = (derived.ensemble_policies if cfg.final_policy == "ensemble"
+           else derived.average_policies)
   dst = ppo_dir / "final_policy"
   merge([ppo_dir / "policies" / f"iter-{i:05d}" for i in its], dst, saved_model=False)
   hist = state["validation_history"]
@@ -190,7 +190,7 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
       src = _merge_best(trainer.state, out / "ppo", cfg, report, say) or src
   pol = policy_io.load_policy(src)
   spec = {k: v for k, v in pol.spec.items()
-          if k not in policy_io.MEMBER_PROVENANCE}
+          if k not in derived.MEMBER_PROVENANCE}
   tmp = out / "policy.tmp"
   shutil.rmtree(tmp, ignore_errors=True)
   policy_io.write_policy_dir(tmp, spec, pol.arch.w, saved_model=True)

@@ -34,7 +34,7 @@ import time
 
 from mlgo.evaluation.evaluate import evaluate
 from mlgo.evaluation.report import REGRESSION_THRESHOLD as REGRESSION
-from mlgo.policy import policy_io
+from mlgo.policy import derived, policy_io
 from mlgo.problems import get_problem
 
 HEARTBEAT_S = 30.0
@@ -317,7 +317,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     led.run("bc", clone, cfg.jobs, stream)
     if widen and not start.exists():
       shutil.rmtree(out / "start.tmp", ignore_errors=True)
-      policy_io.widen_policy(cfg.start, clone_dir, out / "start.tmp")
+      derived.widen_policy(cfg.start, clone_dir, out / "start.tmp")
       (out / "start.tmp").rename(start)
   led.data["made_at"].setdefault("start", led.cpu_hours())
 
@@ -372,7 +372,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
             file=stream, flush=True)
     led.run(f"tune-{r}", tune, cfg.jobs, stream)
     if cfg.next_policy == "average":
-      led.run(f"average-{r}", lambda p=policy, d=rdir: policy_io.average_policies(
+      led.run(f"average-{r}", lambda p=policy, d=rdir: derived.average_policies(
           [p, d / "tuned"], d / "average",
           weights=[1.0 - cfg.weight_for(r), cfg.weight_for(r)]), cfg.jobs, stream)
     policy, name = nxt, f"round-{r:02d}"

@@ -13,7 +13,7 @@ import pytest
 from mlgo import evaluation
 from mlgo.env.policies import LogitShift, PrefixFlip, ThresholdShift
 from mlgo.evaluation import headroom
-from mlgo.policy import policy_io
+from mlgo.policy import derived, policy_io
 from mlgo.training import testing
 from mlgo.util import cli
 
@@ -127,7 +127,7 @@ def test_logit_shift_keeps_the_policys_deferrals(tmp_path):
   """For a policy that defers to the compiler, the knob moves only the network's own
   decisions: shift 0 is the deferring policy, and even a huge shift leaves the deferred
   decisions to the compiler."""
-  p = policy_io.with_deferral(POLICY, tmp_path / "deferring", margin=0.3,
+  p = derived.with_deferral(POLICY, tmp_path / "deferring", margin=0.3,
                               nonzero=["last_call_to_static_bonus"], saved_model=False)
   spec, weights = p.spec, p.arch.w
   rng = np.random.default_rng(1)

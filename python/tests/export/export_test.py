@@ -160,7 +160,7 @@ def test_model_header_lists_inputs(tmp_path):
 def _ensemble_of_two_normalizations(tmp_path):
   """tiny_inlining and a second member with its own normalization and weights (as a
   second seed would have), ensembled: the input is encoded once per member."""
-  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import derived, policy_io  # pylint: disable=import-outside-toplevel
   a = _copy_policy("tiny_inlining", tmp_path / "a")
   pa = policy_io.load_policy(a)
   rng = np.random.default_rng(5)
@@ -170,7 +170,7 @@ def _ensemble_of_two_normalizations(tmp_path):
   w = {k: (v * rng.uniform(0.5, 1.5, v.shape)).astype(v.dtype) for k, v in pa.arch.w.items()}
   b = policy_io.write_policy_dir(tmp_path / "b", dict(pa.spec, normalization=norms), w,
                                  saved_model=False)
-  ens = policy_io.ensemble_policies([a, b], tmp_path / "ensemble", saved_model=False)
+  ens = derived.ensemble_policies([a, b], tmp_path / "ensemble", saved_model=False)
   assert ens.normalizer.copies == 2
   return tmp_path / "ensemble"
 
@@ -183,10 +183,10 @@ def test_deferring_policy_plugin_matches_python(tmp_path, margin, outside, nonze
   probabilities close, or an input beyond its training range) or where a named input is
   nonzero: the exported plugin feeds the default to the model and decides exactly like
   the Python policy. Also for an ensemble of members with their own normalizations."""
-  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import derived  # pylint: disable=import-outside-toplevel
   pol = (_ensemble_of_two_normalizations(tmp_path) if ensemble
          else _copy_policy("tiny_inlining", tmp_path / "policy"))
-  policy = policy_io.with_deferral(pol, tmp_path / "deferring", margin=margin,
+  policy = derived.with_deferral(pol, tmp_path / "deferring", margin=margin,
                                    outside=outside, nonzero=nonzero)
   out = tmp_path / "out"
   export.export_policy(tmp_path / "deferring", out, llvm_versions=(22,), quiet=True)

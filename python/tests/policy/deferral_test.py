@@ -9,7 +9,7 @@ import pytest
 
 from mlgo import env
 from mlgo.env.modules import module_from_source
-from mlgo.policy import policy_io
+from mlgo.policy import derived, policy_io
 from mlgo.problems import get_problem
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -73,7 +73,7 @@ class _RawRecorder:
 
 def test_defers_exactly_outside_the_training_range(tmp_path):
   base = policy_io.load_policy(ROOT / "models" / "inlining_oz_ir2vec")
-  deferring = policy_io.with_deferral(ROOT / "models" / "inlining_oz_ir2vec",
+  deferring = derived.with_deferral(ROOT / "models" / "inlining_oz_ir2vec",
                                       tmp_path / "pol", margin=0.0, outside=1.5,
                                       saved_model=False)
   assert deferring.spec["defer"] == {"margin": 0.0, "feature": "inlining_default",
@@ -93,7 +93,7 @@ def test_defers_exactly_where_a_named_input_is_nonzero(tmp_path):
   """--nonzero=last_call_to_static_bonus: the sole call of a static function is left to
   clang, every other decision is the base policy's."""
   base = policy_io.load_policy(ROOT / "models" / "inlining_oz_ir2vec")
-  deferring = policy_io.with_deferral(ROOT / "models" / "inlining_oz_ir2vec",
+  deferring = derived.with_deferral(ROOT / "models" / "inlining_oz_ir2vec",
                                       tmp_path / "pol", margin=0.0,
                                       nonzero=["last_call_to_static_bonus"] * 2,
                                       saved_model=False)
@@ -111,10 +111,10 @@ def test_defers_exactly_where_a_named_input_is_nonzero(tmp_path):
 def test_nonzero_deferral_refuses_names_that_are_not_scalar_inputs(tmp_path):
   src = ROOT / "models" / "inlining_oz_ir2vec"
   with pytest.raises(ValueError, match="'no_such_feature': not an input of this policy"):
-    policy_io.with_deferral(src, tmp_path / "a", 0.0, nonzero=["no_such_feature"],
+    derived.with_deferral(src, tmp_path / "a", 0.0, nonzero=["no_such_feature"],
                             saved_model=False)
   with pytest.raises(ValueError, match="'callee_embedding': not a scalar input"):
-    policy_io.with_deferral(src, tmp_path / "b", 0.0, nonzero=["callee_embedding"],
+    derived.with_deferral(src, tmp_path / "b", 0.0, nonzero=["callee_embedding"],
                             saved_model=False)
   assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
@@ -134,7 +134,7 @@ def test_deferral_bounds_widen_each_end_by_the_factor():
 
 def test_nan_is_not_outside_and_both_zero_removes_the_deferral(tmp_path):
   src = ROOT / "models" / "inlining_oz_ir2vec"
-  pol = policy_io.with_deferral(src, tmp_path / "o", margin=0.0, outside=1.0,
+  pol = derived.with_deferral(src, tmp_path / "o", margin=0.0, outside=1.0,
                                 saved_model=False)
   base = policy_io.load_policy(src)
   obs = {n: np.zeros(s, np.float32 if s > 1 else np.int64)
@@ -155,10 +155,10 @@ def test_nan_is_not_outside_and_both_zero_removes_the_deferral(tmp_path):
   far = dict(obs, callee_users=np.array([int(hi[base.input_names.index("callee_users")]) + 1],
                                         np.int64))
   assert int(pol.act(far)) == 1 - base_says and pol.deferred == 1
-  assert "defer" not in policy_io.with_deferral(tmp_path / "o", tmp_path / "none", 0.0,
+  assert "defer" not in derived.with_deferral(tmp_path / "o", tmp_path / "none", 0.0,
                                                 saved_model=False).spec
   with pytest.raises(ValueError, match="margin must be >= 0"):
-    policy_io.with_deferral(src, tmp_path / "bad", -0.1, saved_model=False)
+    derived.with_deferral(src, tmp_path / "bad", -0.1, saved_model=False)
 
 
 def test_evaluate_counts_the_deferred_decisions(tmp_path):
@@ -168,7 +168,7 @@ def test_evaluate_counts_the_deferred_decisions(tmp_path):
   from mlgo.training import testing  # pylint: disable=import-outside-toplevel
   corpus = testing.make_tiny_corpus(tmp_path / "corpus", PROGRAMS,
                                     heldout=[p.stem for p in PROGRAMS])
-  policy_io.with_deferral(ROOT / "models" / "inlining_oz_ir2vec", tmp_path / "pol",
+  derived.with_deferral(ROOT / "models" / "inlining_oz_ir2vec", tmp_path / "pol",
                           margin=0.0, outside=1.5, saved_model=False)
   s = evaluate("inlining", corpus, tmp_path / "pol", tmp_path / "ev", stream=io.StringIO(),
                use_cache=False)

@@ -5,7 +5,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from mlgo.policy import policy_io, regalloc_architectures
+from mlgo.policy import derived, policy_io, regalloc_architectures
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 EVICTION = ROOT / "models" / "regalloc_eviction"
@@ -46,7 +46,7 @@ def test_eviction_ensemble_is_the_mean_of_its_members_everywhere(tmp_path):
   w2["out/kernel"] = w2["out/kernel"] * 300.0   # as decisive as a trained scorer
   other = policy_io.write_policy_dir(tmp_path / "other", dict(shipped.spec, architecture=arch),
                                      w2, saved_model=False)
-  ens = policy_io.ensemble_policies([EVICTION, other], tmp_path / "ens")
+  ens = derived.ensemble_policies([EVICTION, other], tmp_path / "ens")
   assert ens.spec["architecture"]["hidden"] == [96, 48]
   assert ens.spec["ensemble_of"] == [str(EVICTION), str(other)]
   members = [shipped, policy_io.load_policy(other)]
@@ -85,7 +85,7 @@ def _categorical(tmp_path, name, seed, hidden=(16, 8), data_seed=0):
 def test_categorical_ensemble_and_refusals(tmp_path):
   a, data = _categorical(tmp_path, "a", 0)
   b, _ = _categorical(tmp_path, "b", 7)
-  ens = policy_io.ensemble_policies([a, b, b], tmp_path / "ens", saved_model=False)
+  ens = derived.ensemble_policies([a, b, b], tmp_path / "ens", saved_model=False)
   assert ens.normalizer.copies == 1 and "ensemble_normalization" not in ens.spec
   pa, pb = policy_io.load_policy(a), policy_io.load_policy(b)
   x = np.stack([data[n][:500] for n in pa.input_names], axis=1)
@@ -102,7 +102,7 @@ def test_categorical_ensemble_and_refusals(tmp_path):
           "hidden_0/kernel": c.arch.w["hidden_0/kernel"][:, :8],
           "hidden_0/bias": c.arch.w["hidden_0/bias"][:8]}, saved_model=False)
   with pytest.raises(ValueError, match="deep: its architecture differs"):
-    policy_io.ensemble_policies([a, deep], tmp_path / "bad2", saved_model=False)
+    derived.ensemble_policies([a, deep], tmp_path / "bad2", saved_model=False)
 
 
 def test_members_with_their_own_normalization_keep_it(tmp_path):
@@ -114,7 +114,7 @@ def test_members_with_their_own_normalization_keep_it(tmp_path):
   b, _ = _categorical(tmp_path, "b", 7, hidden=(8, 4), data_seed=1)
   pa, pb = policy_io.load_policy(a), policy_io.load_policy(b)
   assert pa.spec["normalization"] != pb.spec["normalization"]
-  ens = policy_io.ensemble_policies([a, b], tmp_path / "ens")
+  ens = derived.ensemble_policies([a, b], tmp_path / "ens")
   assert ens.normalizer.copies == 2
   assert ens.spec["ensemble_normalization"] == [pa.spec["normalization"],
                                                 pb.spec["normalization"]]
@@ -138,13 +138,13 @@ def test_members_with_their_own_normalization_keep_it(tmp_path):
     tf_a = fn(**{k: tf.constant(v) for k, v in obs.items()})["inlining_decision"].numpy()
     assert int(tf_a[0]) == int(ens.act(obs))
   # An ensemble of such ensembles keeps every encoder.
-  twice = policy_io.ensemble_policies([tmp_path / "ens", a], tmp_path / "twice",
+  twice = derived.ensemble_policies([tmp_path / "ens", a], tmp_path / "twice",
                                       saved_model=False)
   assert twice.normalizer.copies == 3
   np.testing.assert_allclose(twice.dist_params_batch(feats)["logits"],
                              (got + pa.dist_params_batch(feats)["logits"]) / 2, atol=1e-5)
   # Outside-range deferral: outside any member's (widened) range is outside.
-  d = policy_io.with_deferral(tmp_path / "ens", tmp_path / "deferred", margin=0.0,
+  d = derived.with_deferral(tmp_path / "ens", tmp_path / "deferred", margin=0.0,
                               outside=1.0, feature="inlining_default", saved_model=False)
   lo = np.maximum(policy_io.deferral_bounds(pa.normalizer, 1.0)[0],
                   policy_io.deferral_bounds(pb.normalizer, 1.0)[0])
@@ -162,7 +162,7 @@ def test_members_with_their_own_normalization_keep_it(tmp_path):
   assert 0 < deferred < len(x)
   # The widening of fine-tuning starts refuses such an ensemble rather than misread it.
   with pytest.raises(ValueError, match="ens: an ensemble of differently normalized"):
-    policy_io.widen_policy(tmp_path / "ens", a, tmp_path / "wide", saved_model=False)
+    derived.widen_policy(tmp_path / "ens", a, tmp_path / "wide", saved_model=False)
 
 
 def test_eviction_members_with_their_own_normalization(tmp_path):
@@ -186,7 +186,7 @@ def test_eviction_members_with_their_own_normalization(tmp_path):
   other = policy_io.write_policy_dir(
       tmp_path / "other", dict(shipped.spec, normalization=norms, architecture=arch), w2,
       saved_model=False)
-  ens = policy_io.ensemble_policies([EVICTION, other], tmp_path / "ens")
+  ens = derived.ensemble_policies([EVICTION, other], tmp_path / "ens")
   assert ens.normalizer.copies == 2 and ens.spec["architecture"]["input_copies"] == 2
   members = [shipped, policy_io.load_policy(other)]
   fn = tf.saved_model.load(str(tmp_path / "ens" / "saved_policy")).signatures["action"]
@@ -208,4 +208,4 @@ def test_eviction_members_with_their_own_normalization(tmp_path):
       tmp_path / "odd", dict(shipped.spec, normalization=norms, architecture=odd), w2,
       saved_model=False)
   with pytest.raises(ValueError, match="odd: its architecture differs"):
-    policy_io.ensemble_policies([EVICTION, odir], tmp_path / "bad", saved_model=False)
+    derived.ensemble_policies([EVICTION, odir], tmp_path / "bad", saved_model=False)

@@ -125,7 +125,7 @@ def test_saved_model_decides_as_the_numpy_policy(tmp_path):
 
 
 def test_an_ensemble_of_prior_policies_is_the_mean_of_its_members(tmp_path):
-  from mlgo.policy import policy_io
+  from mlgo.policy import derived, policy_io
   feats = _features(n=120, seed=7)
   spec, enc = _spec(feats, prior=2.0)
   dirs = []
@@ -136,7 +136,7 @@ def test_an_ensemble_of_prior_policies_is_the_mean_of_its_members(tmp_path):
     w["prior/scale"] = np.array([scale], np.float32)
     dirs.append(policy_io.write_policy_dir(tmp_path / f"m{i}", dict(spec, architecture=arch),
                                            w, saved_model=False))
-  ens = policy_io.ensemble_policies(dirs, tmp_path / "ens", saved_model=False)
+  ens = derived.ensemble_policies(dirs, tmp_path / "ens", saved_model=False)
   assert ens.arch.w["prior/scale"].tolist() == [1.25]
   members = [policy_io.load_policy(d) for d in dirs]
   mean = np.mean([m.arch.dist_params(enc)["logits"].astype(np.float64) for m in members], 0)

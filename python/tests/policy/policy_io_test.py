@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from mlgo.training import bc
-from mlgo.policy import normalization, policy_io
+from mlgo.policy import derived, normalization, policy_io
 
 NAMES = [f"feat_{i}" for i in range(12)]
 
@@ -134,7 +134,7 @@ def test_average_policies(tmp_path):
   a = policy_io.write_policy_dir(tmp_path / "a", dict(spec, fine_tuned_from="x",
                                                       probe_dirs=["p"]), w1, saved_model=False)
   b = policy_io.write_policy_dir(tmp_path / "b", spec, w2, saved_model=False)
-  avg = policy_io.average_policies([a, b], tmp_path / "avg", saved_model=False)
+  avg = derived.average_policies([a, b], tmp_path / "avg", saved_model=False)
   assert "fine_tuned_from" not in avg.spec and "probe_dirs" not in avg.spec
   for k in w1:
     np.testing.assert_allclose(avg.arch.w[k], (w1[k] + w2[k]) / 2, rtol=1e-6)
@@ -146,7 +146,7 @@ def test_average_policies(tmp_path):
   other["normalization"] = [dict(d, mean=d["mean"] + 1.0) for d in spec["normalization"]]
   c = policy_io.write_policy_dir(tmp_path / "c", other, w2, saved_model=False)
   with pytest.raises(ValueError, match="c: its normalization differs"):
-    policy_io.average_policies([a, c], tmp_path / "bad", saved_model=False)
+    derived.average_policies([a, c], tmp_path / "bad", saved_model=False)
 
 
 def test_weighted_average_steps_part_of_the_way(tmp_path):
@@ -155,13 +155,13 @@ def test_weighted_average_steps_part_of_the_way(tmp_path):
   a = policy_io.write_policy_dir(tmp_path / "a", spec, w1, saved_model=False)
   b = policy_io.write_policy_dir(tmp_path / "b", spec, w2, saved_model=False)
   # Weights are shares: 1 and 3 put three quarters of the way from a to b.
-  avg = policy_io.average_policies([a, b], tmp_path / "avg", saved_model=False,
+  avg = derived.average_policies([a, b], tmp_path / "avg", saved_model=False,
                                    weights=[1, 3])
   for k in w1:
     np.testing.assert_allclose(avg.arch.w[k], 0.25 * w1[k] + 0.75 * w2[k], rtol=1e-5, atol=1e-6)
   assert avg.spec["averaged_weights"] == [0.25, 0.75]
   # An average of the average records its own weights, not its member's.
-  again = policy_io.average_policies([tmp_path / "avg", a], tmp_path / "again",
+  again = derived.average_policies([tmp_path / "avg", a], tmp_path / "again",
                                      saved_model=False)
   assert "averaged_weights" not in again.spec
   for k in w1:
@@ -169,7 +169,7 @@ def test_weighted_average_steps_part_of_the_way(tmp_path):
                                atol=1e-6)
   for bad in ([1], [1, -1], [0, 0], [1, float("nan")]):
     with pytest.raises(ValueError, match="weights"):
-      policy_io.average_policies([a, b], tmp_path / "bad", saved_model=False, weights=bad)
+      derived.average_policies([a, b], tmp_path / "bad", saved_model=False, weights=bad)
 
 
 def test_widen_policy_decides_as_before_and_then_sees_more(tmp_path):
@@ -189,7 +189,7 @@ def test_widen_policy_decides_as_before_and_then_sees_more(tmp_path):
   like = policy_io.write_policy_dir(tmp_path / "like", like_spec,
                                     bc.init_weights(spec["architecture"], wide_in, 1),
                                     saved_model=False)
-  wide = policy_io.widen_policy(src, like, tmp_path / "wide", saved_model=False)
+  wide = derived.widen_policy(src, like, tmp_path / "wide", saved_model=False)
   assert wide.problem == "inlining_ir2vec" and wide.input_names[-1] == "emb"
   assert wide.arch.w["hidden_0/kernel"].shape == (wide_in, 16)
   # its own features keep the original normalization (not the clone's)
@@ -206,5 +206,5 @@ def test_widen_policy_decides_as_before_and_then_sees_more(tmp_path):
   other = policy_io.write_policy_dir(tmp_path / "o", dict(spec, features=spec["features"][::-1]),
                                      w, saved_model=False)
   with pytest.raises(ValueError, match="do not start with"):
-    policy_io.widen_policy(other, like, tmp_path / "bad", saved_model=False)
+    derived.widen_policy(other, like, tmp_path / "bad", saved_model=False)
 

@@ -12,7 +12,7 @@ import pytest
 from mlgo import corpus as corpus_lib
 from mlgo import env, problems
 from mlgo.training import probe_tuning, probe_widening, rollouts, testing
-from mlgo.policy import policy_io
+from mlgo.policy import derived, policy_io
 
 PROGRAMS = sorted((pathlib.Path(__file__).parent / "programs").glob("*.c*"))
 REGALLOC_PROGRAMS = sorted(
@@ -276,7 +276,7 @@ def test_widened_policy_evaluates_like_the_original(tiny_corpus, tmp_path):
   k = w["hidden_0/kernel"]
   w["hidden_0/kernel"] = np.concatenate([k, np.ones((6 * ir2vec.DIM, k.shape[1]), k.dtype)])
   like = policy_io.write_policy_dir(tmp_path / "like", like_spec, w, saved_model=False)
-  wide = policy_io.widen_policy(_oz(), like, tmp_path / "wide", saved_model=False)
+  wide = derived.widen_policy(_oz(), like, tmp_path / "wide", saved_model=False)
   assert wide.problem == "inlining_ir2vec"
   a = evaluation.evaluate("inlining", tiny_corpus, _oz(), tmp_path / "ea",
                           split="all", use_cache=False)
