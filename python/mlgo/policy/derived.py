@@ -13,7 +13,7 @@ from mlgo.policy.policy_io import (Policy, deferral_bounds, load_policy,
                                    write_policy_dir)
 from mlgo.policy.regalloc_architectures import NORMALIZED_THRESHOLDS
 
-
+# Spec keys that record how one policy dir was made, not what the policy is.
 MEMBER_PROVENANCE = ("averaged_from", "averaged_weights", "fine_tuned_from", "probe_dirs",
                      "widened_from", "ensemble_of")
 

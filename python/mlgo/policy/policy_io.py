@@ -278,7 +278,6 @@ def publish_iteration_policy(output, iteration: int, spec: dict, weights: dict, 
   return d
 
 
-# Spec keys that record how one policy dir was made, not what the policy is.
 def deferral_bounds(normalizer, factor: float):
   """Per raw input element, the values past which a policy defers for being outside its
   training range: the range its normalization saw ([first, last] boundary) widened so
