@@ -38,7 +38,6 @@ def _logits(pol, o):
 
 
 def test_eviction_ensemble_is_the_mean_of_its_members_everywhere(tmp_path):
-  import tensorflow as tf
   shipped = policy_io.load_policy(EVICTION)
   # A second member of other widths (members need not share a trajectory or a size).
   arch = dict(shipped.spec["architecture"], hidden=[32, 16])
@@ -49,11 +48,17 @@ def test_eviction_ensemble_is_the_mean_of_its_members_everywhere(tmp_path):
   ens = derived.ensemble_policies([EVICTION, other], tmp_path / "ens")
   assert ens.spec["architecture"]["hidden"] == [96, 48]
   assert ens.spec["ensemble_of"] == [str(EVICTION), str(other)]
-  members = [shipped, policy_io.load_policy(other)]
-  model = tf.saved_model.load(str(tmp_path / "ens" / "saved_policy"))
-  fn = model.signatures["action"]
+  _assert_mean_of_members(ens, tmp_path / "ens", [shipped, policy_io.load_policy(other)],
+                          _random_eviction_observations(shipped, 60, seed=1))
+
+
+def _assert_mean_of_members(ens, ens_dir, members, observations):
+  """The eviction ensemble's logits are its members' mean on every valid column, the same
+  columns are masked, and its SavedModel chooses as the numpy policy does."""
+  import tensorflow as tf
+  fn = tf.saved_model.load(str(ens_dir / "saved_policy")).signatures["action"]
   differ = 0
-  for o in _random_eviction_observations(shipped, 60, seed=1):
+  for o in observations:
     mean = np.mean([_logits(m, o) for m in members], axis=0)
     got = _logits(ens, o)
     valid = mean > regalloc_architectures.NEG / 2
@@ -168,7 +173,6 @@ def test_members_with_their_own_normalization_keep_it(tmp_path):
 def test_eviction_members_with_their_own_normalization(tmp_path):
   """Eviction seeds fit their own normalizations, and with them their mask and cost
   thresholds: the column scorer reads each member's encoding per column."""
-  import tensorflow as tf
   from mlgo.policy.normalization import FeatureNorm  # pylint: disable=import-outside-toplevel
   shipped = policy_io.load_policy(EVICTION)
   norms = [dict(d, mean=d["mean"] + 0.3, std=d["std"] * 1.5)
@@ -188,20 +192,8 @@ def test_eviction_members_with_their_own_normalization(tmp_path):
       saved_model=False)
   ens = derived.ensemble_policies([EVICTION, other], tmp_path / "ens")
   assert ens.normalizer.copies == 2 and ens.spec["architecture"]["input_copies"] == 2
-  members = [shipped, policy_io.load_policy(other)]
-  fn = tf.saved_model.load(str(tmp_path / "ens" / "saved_policy")).signatures["action"]
-  differ = 0
-  for o in _random_eviction_observations(shipped, 40, seed=2):
-    mean = np.mean([_logits(m, o) for m in members], axis=0)
-    got = _logits(ens, o)
-    valid = mean > regalloc_architectures.NEG / 2
-    assert (got > regalloc_architectures.NEG / 2).tolist() == valid.tolist()
-    np.testing.assert_allclose(got[valid], mean[valid], rtol=1e-4, atol=1e-4)
-    a = int(ens.act(o))
-    tf_a = fn(**{k: tf.constant(v) for k, v in o.items()})["index_to_evict"].numpy()
-    assert int(tf_a[0]) == a
-    differ += len({int(m.act(o)) for m in members}) > 1
-  assert differ > 0
+  _assert_mean_of_members(ens, tmp_path / "ens", [shipped, policy_io.load_policy(other)],
+                          _random_eviction_observations(shipped, 40, seed=2))
   # A member that differs beyond widths and thresholds is still refused.
   odd = dict(arch, n_column_features=arch["n_column_features"] + 1)
   odir = policy_io.write_policy_dir(
