@@ -33,9 +33,17 @@ FRESH_PACKAGES = ("lmdb", "opus", "simdjson", "graphite2", "soundtouch", "hunspe
 SEALED_PACKAGES = ("libspng", "json-c", "tinyobjloader", "libtommath", "libtomcrypt",
                    "libwebp", "muparser", "glm", "googletest", "fribidi", "tinycdb",
                    "benchmark")
+# Training only (2026-11-29): more varied code for the inliner to learn from, never used to
+# judge or select a policy, so every other set keeps its role. The packages of two trial
+# builds that the mirror had and that gave modules (nettle and libuv1 left out: ~600 small
+# C modules would have outweighed the rest); 9 of the 20 are C++.
+WIDE_PACKAGES = ("zstd", "xz-utils", "jq", "libonig", "libconfig", "yajl", "c-ares",
+                 "libevent", "flac", "protobuf-c", "lodepng", "exiv2", "zeromq3", "cppunit",
+                 "flatbuffers", "qpdf", "libde265", "libopenmpt", "sentencepiece",
+                 "libphonenumber")
 PACKAGE_SETS = {"default": DEFAULT_PACKAGES, "extra": EXTRA_PACKAGES,
                 "unseen": UNSEEN_PACKAGES, "fresh": FRESH_PACKAGES,
-                "sealed": SEALED_PACKAGES}
+                "sealed": SEALED_PACKAGES, "wide": WIDE_PACKAGES}
 
 
 class BuildError(RuntimeError):
