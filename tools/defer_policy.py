@@ -1,7 +1,7 @@
 """A copy of an inlining policy that takes clang's own decision where it is unsure.
 
   bazel run //tools:defer_policy -- --policy=models/inlining_oz_ir2vec --margin=0.4 \
-      [--outside=2] [--nonzero=last_call_to_static_bonus] --output=DIR
+      [--outside=2] [--nonzero=last_call_to_static_bonus] [--below=edge_count=64] --output=DIR
 
 Where the policy's two probabilities (inline / not) are closer than --margin, the
 compiler's default decision is taken instead. With --outside=F, so it is where some input
@@ -11,7 +11,10 @@ training tools and the exported plugin (tools/export_policy: the model takes
 `inlining_default` as an input, which the plugin feeds) all decide the same way.
 With --nonzero=NAME (repeatable), so it is wherever that scalar input is not 0; e.g.
 last_call_to_static_bonus leaves the sole call of a static function to clang.
---margin=0 without --outside or --nonzero removes a deferral.
+With --below=NAME=VALUE (repeatable), so it is wherever that scalar input is under VALUE;
+e.g. edge_count=64 leaves modules with fewer than 64 calls to defined functions to clang
+(there one departure is a large share of a small object, and there is little to win).
+--margin=0 without --outside, --nonzero or --below removes a deferral.
 """
 import argparse
 import sys
@@ -30,19 +33,31 @@ def main(argv=None) -> int:
                        "(>= 1; 0: off)")
   ap.add_argument("--nonzero", action="append", default=[], metavar="FEATURE",
                   help="defer where this scalar input is not 0 (repeatable)")
+  ap.add_argument("--below", action="append", default=[], metavar="FEATURE=VALUE",
+                  help="defer where this scalar input is under VALUE (repeatable)")
   ap.add_argument("--output", required=True)
   a = ap.parse_args(argv)
+  below = {}
+  for item in a.below:
+    name, eq, value = item.partition("=")
+    try:
+      below[name] = float(value)
+    except ValueError:
+      eq = ""
+    if not eq or not name:
+      ap.error(f"--below={item}: expected FEATURE=NUMBER, e.g. edge_count=64")
   from mlgo.policy import derived  # pylint: disable=import-outside-toplevel
   src = policy_path(a.policy)
   try:
     pol = derived.with_deferral(src, user_path(a.output), a.margin, outside=a.outside,
-                                  nonzero=a.nonzero)
+                                  nonzero=a.nonzero, below=below)
   except (ValueError, FileNotFoundError) as e:
     print(f"defer_policy: error: {e}", file=sys.stderr)
     return 1
   print(f"wrote {user_path(a.output)} ({pol.problem}, defer margin {a.margin}"
         + (f", outside x{a.outside}" if a.outside else "")
-        + "".join(f", nonzero {n}" for n in a.nonzero) + ")")
+        + "".join(f", nonzero {n}" for n in a.nonzero)
+        + "".join(f", below {n} < {v:g}" for n, v in below.items()) + ")")
   return 0
 
 

@@ -9,7 +9,7 @@ import pathlib
 import numpy as np
 
 from mlgo.policy.policy_io import (Policy, deferral_bounds, load_policy,
-                                   member_normalizations, nonzero_positions,
+                                   member_normalizations, scalar_positions,
                                    write_policy_dir)
 from mlgo.policy.regalloc_architectures import NORMALIZED_THRESHOLDS
 
@@ -172,12 +172,13 @@ def _block_diagonal(blocks) -> np.ndarray:
 
 def with_deferral(policy_dir, output, margin: float, feature: str = "inlining_default",
                   saved_model: bool = True, outside: float = 0.0,
-                  nonzero=()) -> Policy:
+                  nonzero=(), below=None) -> Policy:
   """A copy of a categorical policy that takes the compiler's own decision (`feature`
   of the observation) wherever its top two probabilities are closer than `margin`,
   (outside > 0) wherever an input lies beyond its training range by more than that factor
-  (deferral_bounds), and wherever one of the `nonzero` scalar inputs is not 0. With none
-  of the three, the copy has no deferral. The SavedModel takes `feature` as one more
+  (deferral_bounds), wherever one of the `nonzero` scalar inputs is not 0, and wherever
+  one of the `below` scalar inputs ({name: threshold}) is under its threshold. With none
+  of these, the copy has no deferral. The SavedModel takes `feature` as one more
   input."""
   p = load_policy(policy_dir)
   if "logits" not in p.arch.DIST_PARAMS or not hasattr(p.arch, "tf_logits"):
@@ -187,14 +188,21 @@ def with_deferral(policy_dir, output, margin: float, feature: str = "inlining_de
   if outside:
     deferral_bounds(p.normalizer, outside)   # refuses a factor below 1
   nonzero = list(dict.fromkeys(nonzero))
-  nonzero_positions(p, nonzero)              # refuses a name that is not a scalar input
+  scalar_positions(p, nonzero, "nonzero")    # refuses a name that is not a scalar input
+  below = {str(k): float(v) for k, v in (below or {}).items()}
+  scalar_positions(p, list(below), "below")
+  for k, v in below.items():
+    if not np.isfinite(v):
+      raise ValueError(f"defer on below {k!r}: the threshold must be a finite number, not {v}")
   spec = {k: v for k, v in p.spec.items() if k != "defer"}
-  if margin > 0 or outside > 0 or nonzero:
+  if margin > 0 or outside > 0 or nonzero or below:
     spec["defer"] = {"margin": float(margin), "feature": feature}
     if outside > 0:
       spec["defer"]["outside"] = float(outside)
     if nonzero:
       spec["defer"]["nonzero"] = nonzero
+    if below:
+      spec["defer"]["below"] = below
   write_policy_dir(output, spec, p.arch.w, saved_model=saved_model)
   return load_policy(output)
 

@@ -63,15 +63,21 @@ class Policy:
     # lies outside the range its normalization saw by more than a factor `outside`
     # (deferral_bounds), or where one of the `nonzero` scalar inputs is not 0 (e.g.
     # last_call_to_static_bonus: the sole call of a local function, which clang knows
-    # how to price). The SavedModel does the same (export_saved_model).
+    # how to price), or where one of the `below` scalar inputs is under its threshold
+    # (e.g. edge_count: a module with few calls, where one departure is a large share of
+    # the object and the default leaves little to win). The SavedModel does the same
+    # (export_saved_model).
     d = spec.get("defer") or {}
     self.defer_margin = float(d.get("margin", 0.0))
     self.defer_outside = float(d.get("outside", 0.0))
     self.defer_nonzero = list(d.get("nonzero", ()))
-    self.defer_nonzero_at = nonzero_positions(self, self.defer_nonzero)
+    self.defer_nonzero_at = scalar_positions(self, self.defer_nonzero, "nonzero")
+    below = d.get("below") or {}
+    self.defer_below_at = scalar_positions(self, list(below), "below")
+    self.defer_below = np.array([float(v) for v in below.values()], np.float64)
     self.defer_feature = d.get("feature")
     self.defers = bool(self.defer_feature and (self.defer_margin or self.defer_outside
-                                               or self.defer_nonzero))
+                                               or self.defer_nonzero or below))
     self.defer_low, self.defer_high = (deferral_bounds(self.normalizer, self.defer_outside)
                                        if self.defer_outside else (None, None))
     self.deferred = 0
@@ -107,6 +113,8 @@ class Policy:
     if not (self.greedy_mode and self.defers and self.defer_feature in observation):
       return None, params
     unsure = bool(self.defer_nonzero and np.any(raw[self.defer_nonzero_at] != 0))
+    if not unsure and len(self.defer_below):
+      unsure = bool(np.any(raw[self.defer_below_at] < self.defer_below))
     if not unsure and self.defer_outside:
       with np.errstate(invalid="ignore"):   # NaN is inside (as in the TF graph)
         unsure = bool(np.any((raw > self.defer_high) | (raw < self.defer_low)))
@@ -240,6 +248,10 @@ def export_saved_model(policy: Policy, path):
         if policy.defer_nonzero:
           picked = tf.gather(x, policy.defer_nonzero_at, axis=1)
           unsure = tf.logical_or(unsure, tf.reduce_any(picked != 0.0, axis=-1))
+        if len(policy.defer_below):
+          picked = tf.gather(x, policy.defer_below_at, axis=1)
+          unsure = tf.logical_or(unsure, tf.reduce_any(
+              picked < tf.constant(policy.defer_below[None, :]), axis=-1))
         out = tf.where(unsure, tf.reshape(default, [1]), best)
       else:
         out = policy.arch.tf_greedy(tf, tf.cast(enc, tf.float32))
@@ -295,14 +307,14 @@ def deferral_bounds(normalizer, factor: float):
           hi.reshape(normalizer.copies, -1).min(axis=0))
 
 
-def nonzero_positions(policy, names) -> np.ndarray:
-  """Where the named scalar inputs sit in the policy's raw input vector; a clear error for
-  a name that is not one of its scalar features."""
+def scalar_positions(policy, names, rule: str = "nonzero") -> np.ndarray:
+  """Where the named scalar inputs sit in the policy's raw input vector; a clear error
+  (naming the deferral `rule`) for a name that is not one of its scalar features."""
   offsets = dict(zip(policy.input_names, np.cumsum([0] + policy.sizes[:-1]).tolist()))
   sizes = dict(zip(policy.input_names, policy.sizes))
   for n in names:
     if n not in offsets:
-      raise ValueError(f"defer on nonzero {n!r}: not an input of this policy")
+      raise ValueError(f"defer on {rule} {n!r}: not an input of this policy")
     if sizes[n] != 1:
-      raise ValueError(f"defer on nonzero {n!r}: not a scalar input ({sizes[n]} elements)")
+      raise ValueError(f"defer on {rule} {n!r}: not a scalar input ({sizes[n]} elements)")
   return np.array([offsets[n] for n in names], np.int64)

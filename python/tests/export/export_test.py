@@ -175,19 +175,23 @@ def _ensemble_of_two_normalizations(tmp_path):
   return tmp_path / "ensemble"
 
 
-@pytest.mark.parametrize("margin,outside,nonzero,ensemble", [
-    (0.3, 0.0, (), False), (0.0, 2.0, (), False),
-    (0.0, 0.0, ("last_call_to_static_bonus",), False), (0.3, 1.5, (), True)])
-def test_deferring_policy_plugin_matches_python(tmp_path, margin, outside, nonzero, ensemble):
+@pytest.mark.parametrize("margin,outside,nonzero,below,ensemble", [
+    (0.3, 0.0, (), None, False), (0.0, 2.0, (), None, False),
+    (0.0, 0.0, ("last_call_to_static_bonus",), None, False),
+    (0.0, 0.0, (), {"edge_count": 10}, False), (0.3, 1.5, (), None, True)])
+def test_deferring_policy_plugin_matches_python(tmp_path, margin, outside, nonzero, below,
+                                                ensemble):
   """A policy that takes the compiler's own decision where it is unsure (its two
-  probabilities close, or an input beyond its training range) or where a named input is
-  nonzero: the exported plugin feeds the default to the model and decides exactly like
-  the Python policy. Also for an ensemble of members with their own normalizations."""
+  probabilities close, or an input beyond its training range), where a named input is
+  nonzero or where one is under a threshold (edge_count 10: the calls left in these
+  programs' modules run from 22 down to 1): the exported plugin feeds the default to
+  the model and decides exactly like the Python policy. Also for an ensemble of members
+  with their own normalizations."""
   from mlgo.policy import derived  # pylint: disable=import-outside-toplevel
   pol = (_ensemble_of_two_normalizations(tmp_path) if ensemble
          else _copy_policy("tiny_inlining", tmp_path / "policy"))
   policy = derived.with_deferral(pol, tmp_path / "deferring", margin=margin,
-                                   outside=outside, nonzero=nonzero)
+                                   outside=outside, nonzero=nonzero, below=below)
   out = tmp_path / "out"
   export.export_policy(tmp_path / "deferring", out, llvm_versions=(22,), quiet=True)
   tc = toolchain(22)

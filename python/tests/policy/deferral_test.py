@@ -108,6 +108,69 @@ def test_defers_exactly_where_a_named_input_is_nonzero(tmp_path):
   assert deferring.deferred == sum(static)
 
 
+def test_defers_exactly_where_a_named_input_is_below_its_threshold(tmp_path):
+  """--below=edge_count=E: decisions in a module with fewer than E calls to defined
+  functions are clang's, every other decision is the base policy's. E is the median
+  edge_count these programs show, so both kinds occur."""
+  src = ROOT / "models" / "inlining_oz_ir2vec"
+  base = policy_io.load_policy(src)
+  problem = get_problem(base.problem)
+  at = base.input_names.index("edge_count")
+  seen = [raw[at] for raw, *_ in _compile_programs(_RawRecorder, base, base, problem,
+                                                    tmp_path)]
+  threshold = float(np.median(seen))
+  deferring = derived.with_deferral(src, tmp_path / "pol", margin=0.0,
+                                    below={"edge_count": threshold}, saved_model=False)
+  assert deferring.spec["defer"] == {"margin": 0.0, "feature": "inlining_default",
+                                     "below": {"edge_count": threshold}}
+  rows = _compile_programs(_RawRecorder, base, deferring, problem, tmp_path)
+  small = [raw[at] < threshold for raw, *_ in rows]
+  assert 0 < sum(small) < len(rows)
+  for sm, (raw, b, default, d) in zip(small, rows):
+    assert d == (default if sm else b)
+  assert deferring.deferred == sum(small)
+  # The rule travels with the policy dir and joins the other rules.
+  both = derived.with_deferral(tmp_path / "pol", tmp_path / "both", margin=0.0,
+                               nonzero=["last_call_to_static_bonus"],
+                               below={"edge_count": threshold}, saved_model=False)
+  assert set(both.spec["defer"]) == {"margin", "feature", "nonzero", "below"}
+
+
+def test_below_deferral_refuses_bad_names_and_thresholds(tmp_path):
+  src = ROOT / "models" / "inlining_oz_ir2vec"
+  with pytest.raises(ValueError, match="below 'no_such_feature': not an input of this policy"):
+    derived.with_deferral(src, tmp_path / "a", 0.0, below={"no_such_feature": 3},
+                          saved_model=False)
+  with pytest.raises(ValueError, match="below 'callee_embedding': not a scalar input"):
+    derived.with_deferral(src, tmp_path / "b", 0.0, below={"callee_embedding": 3},
+                          saved_model=False)
+  with pytest.raises(ValueError, match="below 'edge_count': the threshold must be a finite"):
+    derived.with_deferral(src, tmp_path / "c", 0.0, below={"edge_count": float("nan")},
+                          saved_model=False)
+  assert not any((tmp_path / x).exists() for x in "abc")
+
+
+def test_defer_policy_cli_parses_below(tmp_path, capsys):
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  spec = importlib.util.spec_from_file_location("defer_policy",
+                                                ROOT / "tools" / "defer_policy.py")
+  tool = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(tool)
+  src = str(ROOT / "models" / "inlining_oz_ir2vec")
+  assert tool.main([f"--policy={src}", "--below=edge_count=64", "--margin=0.4",
+                    f"--output={tmp_path / 'ok'}"]) == 0
+  assert "below edge_count < 64" in capsys.readouterr().out
+  assert policy_io.load_policy(tmp_path / "ok").spec["defer"]["below"] == {"edge_count": 64.0}
+  for bad in ("edge_count", "edge_count=", "=64", "edge_count=many"):
+    with pytest.raises(SystemExit):
+      tool.main([f"--policy={src}", f"--below={bad}", f"--output={tmp_path / 'bad'}"])
+    assert "expected FEATURE=NUMBER" in capsys.readouterr().err
+  assert tool.main([f"--policy={src}", "--below=callee_embedding=1",
+                    f"--output={tmp_path / 'bad'}"]) == 1
+  assert "not a scalar input" in capsys.readouterr().err
+  assert not (tmp_path / "bad").exists()
+
+
 def test_nonzero_deferral_refuses_names_that_are_not_scalar_inputs(tmp_path):
   src = ROOT / "models" / "inlining_oz_ir2vec"
   with pytest.raises(ValueError, match="'no_such_feature': not an input of this policy"):
