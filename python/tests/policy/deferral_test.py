@@ -252,30 +252,45 @@ def test_evaluate_counts_the_deferred_decisions(tmp_path):
   assert 0 < g["deferred"] == sum(int(r["policy_deferred"]) for r in grows) <= s["deferred"]
 
 
-def test_the_shipped_context_model_defers_by_its_three_rules(tmp_path):
+def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
   """models/inlining_oz_ctx on real clang-22 compiles through the context plugin: each
-  decision is clang's where the sole call of a static function, an input beyond twice the
-  training range or two probabilities within 0.4 say so, else its network's."""
+  decision is clang's where the module has fewer than 32 calls left, at the sole call of
+  a static function, where an input is beyond twice the training range or where the two
+  probabilities are within 0.4; else its network's (an ensemble of two seeds, each with
+  its own normalization). The four small programs have fewer than 32 calls throughout;
+  catch_rethrow.cpp has more than 32 throughout, so both sides of the gate are seen."""
   shipped = policy_io.load_policy(ROOT / "models" / "inlining_oz_ctx")
   d = shipped.spec["defer"]
   assert d == {"margin": 0.4, "feature": "inlining_default", "outside": 2.0,
-               "nonzero": ["last_call_to_static_bonus"]}
+               "nonzero": ["last_call_to_static_bonus"], "below": {"edge_count": 32.0}}
+  assert shipped.normalizer.copies == 2
   base = policy_io.Policy({k: v for k, v in shipped.spec.items() if k != "defer"},
                           shipped.arch.w)
   lo, hi = policy_io.deferral_bounds(base.normalizer, d["outside"])
   at = base.input_names.index("last_call_to_static_bonus")
+  ec = base.input_names.index("edge_count")
   problem = get_problem(shipped.problem)
   assert problem.name == "inlining_ir2vec_ctx"
-  rows = _compile_programs(_RawRecorder, base, shipped, problem, tmp_path)
-  kinds = {"static": 0, "outside": 0, "unsure": 0}
+  rows = []
+  for src in PROGRAMS + [ROOT / "testdata" / "programs" / "catch_rethrow.cpp"]:
+    pol = _RawRecorder(base, shipped)
+    r = env.compile_module(module_from_source(str(src), str(tmp_path), opt="Oz"), problem, pol)
+    assert r.ok, r.reason
+    rows += pol.rows
+  kinds = {"small": 0, "static": 0, "outside": 0, "unsure": 0}
+  network = 0
   for raw, b, default, got in rows:
     lg = base.arch.dist_params(base.normalizer.encode_one(raw)[None, :])["logits"][0]
     p = np.exp(lg - lg.max()) / np.exp(lg - lg.max()).sum()
-    why = ("static" if raw[at] != 0 else
-           "outside" if np.any((raw > hi) | (raw < lo)) else
-           "unsure" if abs(p[1] - p[0]) < d["margin"] else None)
-    if why:
-      kinds[why] += 1
-    assert got == (default if why else b)
-  assert shipped.deferred == sum(kinds.values()) and kinds["static"] > 0
-
+    rules = {"small": raw[ec] < 32, "static": raw[at] != 0,
+             "outside": bool(np.any((raw > hi) | (raw < lo))),
+             "unsure": abs(p[1] - p[0]) < d["margin"]}
+    for k, v in rules.items():
+      kinds[k] += bool(v)
+    network += not any(rules.values())
+    assert got == (b if not any(rules.values()) else default)
+  assert shipped.deferred == len(rows) - network
+  # The gate and the network both decide some calls, and a rule of the network's own
+  # (beyond the gate) defers some.
+  assert kinds["small"] > 0 and network > 0
+  assert shipped.deferred > kinds["small"]
