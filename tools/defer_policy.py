@@ -1,7 +1,7 @@
 """A copy of an inlining policy that takes clang's own decision where it is unsure.
 
   bazel run //tools:defer_policy -- --policy=models/inlining_oz_ir2vec --margin=0.4 \
-      [--outside=2] [--nonzero=last_call_to_static_bonus] [--below=edge_count=64] --output=DIR
+      [--outside=2] [--nonzero=last_call_to_static_bonus] [--below=edge_count=32] --output=DIR
 
 Where the policy's two probabilities (inline / not) are closer than --margin, the
 compiler's default decision is taken instead. With --outside=F, so it is where some input
@@ -12,7 +12,7 @@ training tools and the exported plugin (tools/export_policy: the model takes
 With --nonzero=NAME (repeatable), so it is wherever that scalar input is not 0; e.g.
 last_call_to_static_bonus leaves the sole call of a static function to clang.
 With --below=NAME=VALUE (repeatable), so it is wherever that scalar input is under VALUE;
-e.g. edge_count=64 leaves modules with fewer than 64 calls to defined functions to clang
+e.g. edge_count=32 leaves modules with fewer than 32 calls to defined functions to clang
 (there one departure is a large share of a small object, and there is little to win).
 --margin=0 without --outside, --nonzero or --below removes a deferral.
 """
@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     except ValueError:
       eq = ""
     if not eq or not name:
-      ap.error(f"--below={item}: expected FEATURE=NUMBER, e.g. edge_count=64")
+      ap.error(f"--below={item}: expected FEATURE=NUMBER, e.g. edge_count=32")
   from mlgo.policy import derived  # pylint: disable=import-outside-toplevel
   src = policy_path(a.policy)
   try:
