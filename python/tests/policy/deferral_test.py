@@ -33,11 +33,11 @@ class _Both:
     return d
 
 
-def _compile_programs(recorder_cls, base, deferring, problem, tmp_path):
+def _compile_programs(recorder_cls, base, deferring, problem, tmp_path, programs=PROGRAMS):
   """Compiles every test program with `deferring` answering (recorder_cls records both
   policies' answers); returns the recorded rows of all decisions."""
   rows = []
-  for src in PROGRAMS:
+  for src in programs:
     pol = recorder_cls(base, deferring)
     r = env.compile_module(module_from_source(str(src), str(tmp_path), opt="Oz"), problem, pol)
     assert r.ok, r.reason
@@ -271,12 +271,8 @@ def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
   ec = base.input_names.index("edge_count")
   problem = get_problem(shipped.problem)
   assert problem.name == "inlining_ir2vec_ctx"
-  rows = []
-  for src in PROGRAMS + [ROOT / "testdata" / "programs" / "catch_rethrow.cpp"]:
-    pol = _RawRecorder(base, shipped)
-    r = env.compile_module(module_from_source(str(src), str(tmp_path), opt="Oz"), problem, pol)
-    assert r.ok, r.reason
-    rows += pol.rows
+  rows = _compile_programs(_RawRecorder, base, shipped, problem, tmp_path,
+                          PROGRAMS + [ROOT / "testdata" / "programs" / "catch_rethrow.cpp"])
   kinds = {"small": 0, "static": 0, "outside": 0, "unsure": 0}
   network = 0
   for raw, b, default, got in rows:
