@@ -99,6 +99,7 @@ def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_defaul
     pol = work.make_policy(ref)
     p = run(pol)
     p["deferred"] = int(getattr(pol, "deferred", 0))   # decisions left to the compiler
+    p["deferred_by"] = dict(getattr(pol, "deferred_by", {}))
     return d, p
   from mlgo.env import guarded as guarded_lib  # pylint: disable=import-outside-toplevel
   t0 = time.monotonic()
@@ -120,13 +121,15 @@ def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_defaul
   # policies defer, and the per-module guard compiles the policy once); they count for
   # the guarded result only where it kept that compile.
   deferred = int(getattr(pol, "deferred", 0))
-  p["deferred"] = deferred if g.result is g.policy_result else 0
+  deferred_by = dict(getattr(pol, "deferred_by", {}))
+  kept = g.result is g.policy_result
+  p["deferred"], p["deferred_by"] = (deferred, deferred_by) if kept else (0, {})
   # The unguarded policy compile the guard made anyway: the plain evaluation, for free
   # (its seconds are the whole guarded compile's).
   if g.policy_result is not None:
     p["plain"] = summary(g.policy_result, t0)
     p["plain"]["seconds"] = p["seconds"]
-    p["plain"]["deferred"] = deferred
+    p["plain"]["deferred"], p["plain"]["deferred_by"] = deferred, deferred_by
   return d, p
 
 def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldout",

@@ -131,6 +131,7 @@ class Tally:
   def __init__(self):
     self.rows, self.failed, self.ok_names = [], [], set()
     self.decisions = self.corrections = self.deferred = 0
+    self.deferred_by = {}   # deferral rule -> decisions it left to the compiler
 
   def add(self, m, d, p, where, missing) -> bool:
     """Adds one module's default (d) and policy (p) summaries; False if either failed."""
@@ -141,6 +142,8 @@ class Tally:
     self.decisions += p["decisions"]
     self.corrections += p.get("corrections", 0)
     self.deferred += p.get("deferred", 0)
+    for rule, n in p.get("deferred_by", {}).items():
+      self.deferred_by[rule] = self.deferred_by.get(rule, 0) + n
     self.ok_names.add(m.name)   # compiled by both sides (a module may have no keys)
     keys = list(d["scores"])
     if missing is not None:  # a key absent from one compile has the missing score
@@ -211,7 +214,7 @@ def write_report(t: Tally, problem_name, policy_name, corpus, split, out, stream
              "modules_regressed_pct": (100.0 * len(regressed_modules) / len(mods)
                                        if mods else 0.0),
              "decisions": t.decisions, "corrections": t.corrections,
-             "deferred": t.deferred,
+             "deferred": t.deferred, "deferred_by": dict(sorted(t.deferred_by.items())),
              "regression_definition": f"policy score > {1 + REGRESSION_THRESHOLD:.2f} x default",
              "per_package": per_package, "per_language": per_language}
   if guard is not None:
@@ -228,7 +231,9 @@ def write_report(t: Tally, problem_name, policy_name, corpus, split, out, stream
         f"{summary['key_geomean_change_pct']:+.2f}%; median module change "
         f"{summary['median_module_change_pct']:+.2f}%; {t.decisions} decisions, "
         f"{t.corrections} corrected answers"
-        + (f", {t.deferred} deferred to the compiler" if t.deferred else ""), file=stream)
+        + (f", {t.deferred} deferred to the compiler" if t.deferred else "")
+        + (" (" + ", ".join(f"{n} by {rule}" for rule, n in sorted(t.deferred_by.items()))
+           + ")" if t.deferred_by else ""), file=stream)
   if guard is not None:
     unit = problem.key + "s"
     print(f"guarded: {guard['compiles']} policy-side {problem.tool} compiles for {ok_modules} "

@@ -81,6 +81,7 @@ class Policy:
     self.defer_low, self.defer_high = (deferral_bounds(self.normalizer, self.defer_outside)
                                        if self.defer_outside else (None, None))
     self.deferred = 0
+    self.deferred_by = {}   # rule -> decisions it sent to the compiler (the first that held)
 
   def with_sampling(self, seed: int) -> "Policy":
     return Policy(self.spec, self.arch.w, greedy=False, seed=seed)
@@ -107,26 +108,37 @@ class Policy:
 
   def deferral(self, observation: dict):
     """(the compiler's answer where this greedy policy defers to it, else None; the
-    network's distribution parameters). Counts the deferred decisions."""
+    network's distribution parameters). Counts the deferred decisions, in all and by
+    rule."""
     raw = self.raw_vector(observation)
     params = self._dist_params_of_raw(raw)   # the raw vector also feeds the range check
     if not (self.greedy_mode and self.defers and self.defer_feature in observation):
       return None, params
-    unsure = bool(self.defer_nonzero and np.any(raw[self.defer_nonzero_at] != 0))
-    if not unsure and len(self.defer_below):
-      unsure = bool(np.any(raw[self.defer_below_at] < self.defer_below))
-    if not unsure and self.defer_outside:
+    why = self._deferral_rule(raw, params)
+    if why is None:
+      return None, params
+    self.deferred += 1
+    self.deferred_by[why] = self.deferred_by.get(why, 0) + 1
+    return int(np.asarray(observation[self.defer_feature]).reshape(-1)[0]), params
+
+  def _deferral_rule(self, raw: np.ndarray, params: dict):
+    """The first deferral rule that holds for this raw input (nonzero, below, outside,
+    margin), or None."""
+    if self.defer_nonzero and np.any(raw[self.defer_nonzero_at] != 0):
+      return "nonzero"
+    if len(self.defer_below) and np.any(raw[self.defer_below_at] < self.defer_below):
+      return "below"
+    if self.defer_outside:
       with np.errstate(invalid="ignore"):   # NaN is inside (as in the TF graph)
-        unsure = bool(np.any((raw > self.defer_high) | (raw < self.defer_low)))
-    if not unsure and self.defer_margin:
+        if np.any((raw > self.defer_high) | (raw < self.defer_low)):
+          return "outside"
+    if self.defer_margin:
       lg = params["logits"][0].astype(np.float64)
       p = np.exp(lg - lg.max())
       p = np.sort(p / p.sum())
-      unsure = p[-1] - p[-2] < self.defer_margin
-    if not unsure:
-      return None, params
-    self.deferred += 1
-    return int(np.asarray(observation[self.defer_feature]).reshape(-1)[0]), params
+      if p[-1] - p[-2] < self.defer_margin:
+        return "margin"
+    return None
 
   def encode_batch(self, features: dict) -> np.ndarray:
     """features: name -> [N, *shape] -> encoded float32 [N, D]."""

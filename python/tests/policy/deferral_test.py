@@ -233,12 +233,16 @@ def test_evaluate_counts_the_deferred_decisions(tmp_path):
                                     heldout=[p.stem for p in PROGRAMS])
   derived.with_deferral(ROOT / "models" / "inlining_oz_ir2vec", tmp_path / "pol",
                           margin=0.0, outside=1.5, saved_model=False)
-  s = evaluate("inlining", corpus, tmp_path / "pol", tmp_path / "ev", stream=io.StringIO(),
+  out = io.StringIO()
+  s = evaluate("inlining", corpus, tmp_path / "pol", tmp_path / "ev", stream=out,
                use_cache=False)
   rows = list(csv.DictReader(open(tmp_path / "ev" / "per_key.csv")))
   assert len(rows) == len(PROGRAMS)
   assert s["deferred"] == sum(int(r["policy_deferred"]) for r in rows)
   assert 0 < s["deferred"] < s["decisions"]
+  # The policy has one rule, so every deferred decision is that rule's.
+  assert s["deferred_by"] == {"outside": s["deferred"]}
+  assert f"{s['deferred']} deferred to the compiler ({s['deferred']} by outside)" in out.getvalue()
   plain = evaluate("inlining", corpus, ROOT / "models" / "inlining_oz_ir2vec",
                    tmp_path / "ev0", stream=io.StringIO(), use_cache=False)
   assert plain["deferred"] == 0
@@ -247,9 +251,10 @@ def test_evaluate_counts_the_deferred_decisions(tmp_path):
   g = evaluate("inlining", corpus, tmp_path / "pol", tmp_path / "evg", stream=io.StringIO(),
                use_cache=False, guarded=True, plain_output=tmp_path / "evg-plain")
   gp = json.loads((tmp_path / "evg-plain" / "summary.json").read_text())
-  assert gp["deferred"] == s["deferred"]
+  assert gp["deferred"] == s["deferred"] and gp["deferred_by"] == s["deferred_by"]
   grows = list(csv.DictReader(open(tmp_path / "evg" / "per_key.csv")))
   assert 0 < g["deferred"] == sum(int(r["policy_deferred"]) for r in grows) <= s["deferred"]
+  assert g["deferred_by"] == {"outside": g["deferred"]}
 
 
 def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
@@ -274,6 +279,7 @@ def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
   rows = _compile_programs(_RawRecorder, base, shipped, problem, tmp_path,
                           PROGRAMS + [ROOT / "testdata" / "programs" / "catch_rethrow.cpp"])
   kinds = {"small": 0, "static": 0, "outside": 0, "unsure": 0}
+  first = {}   # the first rule that held, in the policy's order of checks
   network = 0
   for raw, b, default, got in rows:
     lg = base.arch.dist_params(base.normalizer.encode_one(raw)[None, :])["logits"][0]
@@ -283,9 +289,14 @@ def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
              "unsure": abs(p[1] - p[0]) < d["margin"]}
     for k, v in rules.items():
       kinds[k] += bool(v)
+    why = next((k for k in ("static", "small", "outside", "unsure") if rules[k]), None)
+    if why:
+      first[why] = first.get(why, 0) + 1
     network += not any(rules.values())
     assert got == (b if not any(rules.values()) else default)
   assert shipped.deferred == len(rows) - network
+  names = {"static": "nonzero", "small": "below", "outside": "outside", "unsure": "margin"}
+  assert shipped.deferred_by == {names[k]: n for k, n in first.items()}
   # The gate and the network both decide some calls, and a rule of the network's own
   # (beyond the gate) defers some.
   assert kinds["small"] > 0 and network > 0
