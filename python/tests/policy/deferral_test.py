@@ -261,14 +261,14 @@ def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
   """models/inlining_oz_ctx on real clang-22 compiles through the context plugin: each
   decision is clang's where the module has fewer than 32 calls left, at the sole call of
   a static function, where an input is beyond twice the training range or where the two
-  probabilities are within 0.4; else its network's (an ensemble of two seeds, each with
-  its own normalization). The four small programs have fewer than 32 calls throughout;
+  probabilities are within 0.4; else its network's (one chain's network, trained on the
+  default and @wide packages). The four small programs have fewer than 32 calls throughout;
   catch_rethrow.cpp has more than 32 throughout, so both sides of the gate are seen."""
   shipped = policy_io.load_policy(ROOT / "models" / "inlining_oz_ctx")
   d = shipped.spec["defer"]
   assert d == {"margin": 0.4, "feature": "inlining_default", "outside": 2.0,
                "nonzero": ["last_call_to_static_bonus"], "below": {"edge_count": 32.0}}
-  assert shipped.normalizer.copies == 2
+  assert shipped.normalizer.copies == 1
   base = policy_io.Policy({k: v for k, v in shipped.spec.items() if k != "defer"},
                           shipped.arch.w)
   lo, hi = policy_io.deferral_bounds(base.normalizer, d["outside"])
