@@ -80,8 +80,12 @@ class Policy:
                                                or self.defer_nonzero or below))
     self.defer_low, self.defer_high = (deferral_bounds(self.normalizer, self.defer_outside)
                                        if self.defer_outside else (None, None))
-    self.deferred = 0
     self.deferred_by = {}   # rule -> decisions it sent to the compiler (the first that held)
+
+  @property
+  def deferred(self) -> int:
+    """Decisions this policy left to the compiler so far, all rules together."""
+    return sum(self.deferred_by.values())
 
   def with_sampling(self, seed: int) -> "Policy":
     return Policy(self.spec, self.arch.w, greedy=False, seed=seed)
@@ -117,7 +121,6 @@ class Policy:
     why = self._deferral_rule(raw, params)
     if why is None:
       return None, params
-    self.deferred += 1
     self.deferred_by[why] = self.deferred_by.get(why, 0) + 1
     return int(np.asarray(observation[self.defer_feature]).reshape(-1)[0]), params
 
