@@ -117,8 +117,9 @@ def _die_with_parent():
     pass
 
 
-def group_members(pgid: int) -> list[int]:
-  """Live (non-zombie) processes of process group `pgid`, from /proc."""
+def live_processes(field: int, value: int) -> list[int]:
+  """Live (non-zombie) processes whose /proc stat field `field` (counted after the
+  command name: 1 = parent pid, 2 = process group) equals `value`."""
   out = []
   for entry in os.listdir("/proc"):
     if not entry.isdigit():
@@ -129,9 +130,14 @@ def group_members(pgid: int) -> list[int]:
     except OSError:
       continue
     fields = stat[stat.rfind(b")") + 2:].split()
-    if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+    if len(fields) > field and int(fields[field]) == value and fields[0] not in (b"Z", b"X"):
       out.append(int(entry))
   return out
+
+
+def group_members(pgid: int) -> list[int]:
+  """Live (non-zombie) processes of process group `pgid`."""
+  return live_processes(2, pgid)
 
 
 def open_channel(base: str, proc: Process, deadline: float):

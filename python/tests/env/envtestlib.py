@@ -7,6 +7,7 @@ import pathlib
 import pytest
 
 from mlgo import env
+from mlgo.env import process
 from mlgo.training import testing
 from mlgo.util import cli
 
@@ -52,20 +53,7 @@ def llc_module(name: str, version: int) -> env.LlcModule:
 
 def live_children() -> list[int]:
   """Non-zombie processes whose parent is this process."""
-  me = os.getpid()
-  out = []
-  for entry in os.listdir("/proc"):
-    if not entry.isdigit():
-      continue
-    try:
-      with open(f"/proc/{entry}/stat", "rb") as f:
-        stat = f.read()
-    except OSError:
-      continue
-    fields = stat[stat.rfind(b")") + 2:].split()
-    if int(fields[1]) == me and fields[0] not in (b"Z", b"X"):
-      out.append(int(entry))
-  return out
+  return process.live_processes(1, os.getpid())
 
 
 def alive(pids) -> list[int]:
