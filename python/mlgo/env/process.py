@@ -117,6 +117,23 @@ def _die_with_parent():
     pass
 
 
+def _live_stat(pid) -> list[bytes] | None:
+  """The /proc stat fields of `pid` after its command name (0 = state, 1 = parent pid,
+  2 = process group), or None if it is gone or a zombie."""
+  try:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+      stat = f.read()
+  except OSError:
+    return None
+  fields = stat[stat.rfind(b")") + 2:].split()
+  return fields if fields and fields[0] not in (b"Z", b"X") else None
+
+
+def alive(pids) -> list[int]:
+  """Those of `pids` that are live (non-zombie) processes."""
+  return [int(p) for p in pids if _live_stat(p) is not None]
+
+
 def live_processes(field: int, value: int) -> list[int]:
   """Live (non-zombie) processes whose /proc stat field `field` (counted after the
   command name: 1 = parent pid, 2 = process group) equals `value`."""
@@ -124,13 +141,8 @@ def live_processes(field: int, value: int) -> list[int]:
   for entry in os.listdir("/proc"):
     if not entry.isdigit():
       continue
-    try:
-      with open(f"/proc/{entry}/stat", "rb") as f:
-        stat = f.read()
-    except OSError:
-      continue
-    fields = stat[stat.rfind(b")") + 2:].split()
-    if len(fields) > field and int(fields[field]) == value and fields[0] not in (b"Z", b"X"):
+    fields = _live_stat(entry)
+    if fields is not None and len(fields) > field and int(fields[field]) == value:
       out.append(int(entry))
   return out
 

@@ -57,16 +57,7 @@ def live_children() -> list[int]:
 
 
 def alive(pids) -> list[int]:
-  out = []
-  for p in pids:
-    try:
-      with open(f"/proc/{p}/stat", "rb") as f:
-        stat = f.read()
-    except OSError:
-      continue
-    if stat[stat.rfind(b")") + 2:].split()[0] not in (b"Z", b"X"):
-      out.append(p)
-  return out
+  return process.alive(pids)
 
 
 def env_dirs(tmp: str) -> list[str]:
