@@ -99,7 +99,7 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
              learning_rate: float = 1e-3, heldout_fraction: float = 0.1, seed: int = 0,
              label_smoothing: float = 0.1, explore_eps: float = 0.0,
              explore_tau: float = 20.0, teacher=None, time_budget: float | None = None,
-             architecture_options=None, encoding: str = "quantile",
+             architecture_options=None, encoding: str = "quantile", init_policy=None,
              stream=sys.stderr) -> dict:
   """Trains the problem's own actor network (mlgo.training.networks, the one PPO
   trains) to imitate the trace's default decisions.
@@ -119,7 +119,9 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   entropy has collapsed); with a trace of the teacher's own compiles, this distills the
   teacher into another architecture or encoding (e.g. a smaller network reading
   encoding="slog", mlgo.policy.normalization). time_budget: stop after the epoch that
-  passes it (seconds)."""
+  passes it (seconds). init_policy: a policy dir to start from (its normalization,
+  architecture and weights) instead of a fresh network fitted to the trace: fine-tuning
+  a trained policy towards the trace's labels (self_imitation)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
   from mlgo.training import networks  # pylint: disable=import-outside-toplevel
@@ -128,11 +130,22 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   problem = problems_lib.get_problem(ds.problem)
   if ds.num_decisions == 0:
     raise ValueError(f"{trace_dir}: the trace holds no decisions")
-  spec = spec_from_trace(ds, problem, hidden, seed, architecture_options, encoding)
+  if init_policy is not None:
+    start = policy_io.load_policy(init_policy)
+    have = {f["name"] for f in ds.features}
+    missing = sorted(f["name"] for f in start.spec["features"] if f["name"] not in have)
+    if start.problem != problems_lib.decision_problem(ds.problem) or missing:
+      raise ValueError(f"{init_policy}: a policy for {start.problem} reading "
+                       f"{missing or 'the same features'}; the trace {trace_dir} is for "
+                       f"{ds.problem}")
+    spec = start.spec
+  else:
+    spec = spec_from_trace(ds, problem, hidden, seed, architecture_options, encoding)
   arch = spec["architecture"]
   encoder = policy_io.Policy(spec, {})
   input_dim = encoder.normalizer.input_dim
-  w0 = init_weights(arch, input_dim, seed)
+  w0 = (dict(start.arch.w) if init_policy is not None
+        else init_weights(arch, input_dim, seed))
   numpy_arch = type(encoder.arch)(arch, w0)
   categorical = networks.is_categorical(arch)
 
@@ -247,7 +260,8 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
              "mean_entropy": ent_sum / max(1, ent_n), "label_smoothing": label_smoothing,
              "explore_eps": explore_eps, "explore_tau": explore_tau,
              "trace": (",".join(map(str, trace_dir)) if isinstance(trace_dir, (list, tuple))
-                       else str(trace_dir)), "teacher": str(teacher) if teacher else None}
+                       else str(trace_dir)), "teacher": str(teacher) if teacher else None,
+             "init_policy": str(init_policy) if init_policy else None}
   if categorical:
     acc = {k: (v[0] / v[1] if v[1] else float("nan")) for k, v in counts.items()}
     metrics.update(

@@ -1,0 +1,202 @@
+"""Best-of-N self-imitation for problems scored per function (regalloc).
+
+A guarded compile (mlgo.env.guarded) shows that, per function, the cheaper of two whole
+allocations is reliably better than either; mixing the decisions of two allocations
+inside one function is not (a consensus of seeds was +27% on held out). This trains a
+policy on exactly such whole-function choices:
+
+1. Compile each training module with the default (tracer labels), with the policy
+   greedy, and with `samples` seeded samples of the policy.
+2. Per function keep the one compile whose cost is lowest (ties go to the default, then
+   to the greedy policy), and store that compile's decisions for that function.
+3. Clone the stored decisions (bc.train_bc): the student learns the default's choice
+   wherever no candidate beat it, and a candidate's whole allocation where one did.
+
+A round can start from the last round's student (tools/self_imitate --rounds). Functions
+are independent under the greedy allocator (one function's decisions never change
+another's cost), so a dataset of per-function winners from different compiles is the
+trajectory set of one allocation that exists: the guarded compile of all candidates.
+"""
+import sys
+import time
+import zlib
+
+import numpy as np
+
+from mlgo.env import work
+from mlgo.training import dataset, trace
+from mlgo.util.progress import Progress
+from mlgo.workers import make_pool
+from mlgo.workers.base import in_submission_order
+
+DEFAULT, GREEDY = "default", "greedy"
+
+
+def candidate_names(samples: int) -> list:
+  return [DEFAULT, GREEDY] + [f"sample{i + 1}" for i in range(samples)]
+
+
+def choose_per_key(candidates: dict, missing_score, margin: float = 0.0) -> dict:
+  """candidates: {name: {key: score}} in preference order (the default first). Returns
+  {key: (winner, its score, the default's score)} for every key any candidate scored.
+  A non-default candidate wins a key only if its cost is below the default's by more
+  than `margin` (relative, on cost + 1, the reward's own offset); among those, the
+  lowest cost, the earlier candidate on ties. A key a candidate did not score has the
+  problem's missing score (regalloc: 0, no spill code)."""
+  names = list(candidates)
+  keys = set()
+  for sc in candidates.values():
+    keys.update(sc)
+  out = {}
+  for k in sorted(keys):
+    def score(n):
+      s = candidates[n].get(k, missing_score)
+      return np.inf if s is None else float(s)
+    d = score(names[0])
+    best, best_s = names[0], d
+    for n in names[1:]:
+      s = score(n)
+      if s < best_s and (not np.isfinite(d) or (s + 1.0) < (d + 1.0) * (1.0 - margin)):
+        best, best_s = n, s
+    out[k] = (best, best_s, d)
+  return out
+
+
+def collect(corpus_dir, problem_name: str, policy_dir, output, samples: int = 3,
+            jobs: int = 2, timeout: float = 300.0, seed: int = 0, split: str = "train",
+            max_decisions_per_module: int = 0, margin: float = 0.0, modules=None,
+            pool_kind: str | None = None, stream=sys.stderr) -> dict:
+  """Writes the per-function winners' trajectories as a dataset in `output` (appendable:
+  modules already there are skipped, so a killed run resumes). Module info keeps each
+  candidate's total and the winners' counts."""
+  from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+  problem = problems_lib.get_problem(problem_name)
+  if problem.key == "module":
+    raise ValueError(f"{problem_name}: best-of-N self-imitation needs a problem scored per "
+                     "function (its keys are modules, so candidates cannot be mixed)")
+  policy = policy_io.load_policy(policy_dir)
+  if policy.problem != problems_lib.decision_problem(problem_name):
+    raise ValueError(f"{policy_dir}: a policy for {policy.problem}, not for {problem_name}")
+  default_ref = "trace" if problem.tracer else "default"
+  greedy_ref = (policy.spec, policy.arch.w, True)
+  sample_ref = (policy.spec, policy.arch.w, False)
+  names = candidate_names(samples)
+  corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=stream)
+  if modules is not None:
+    want = set(modules)
+    mods = [m for m in corpus.modules if m.name in want]
+  else:
+    mods = corpus.split(split) if split != "all" else list(corpus.modules)
+  writer = dataset.DatasetWriter(output, problem_name, problem.features)
+  recipe = {"policy": str(policy_dir), "samples": samples, "seed": seed, "margin": margin,
+            "max_decisions_per_module": max_decisions_per_module}
+  old = writer.index.get("self_imitation")
+  if old is not None and old != recipe:
+    raise ValueError(f"{output}: collected with {old}, not {recipe} (give another output dir)")
+  writer.index["self_imitation"] = recipe
+  writer.index.setdefault("corpus", str(corpus.path))
+  writer.index.setdefault("llvm_version", corpus.llvm_version)
+  todo = [m for m in mods if not writer.modules.get(m.name, {}).get("ok")]
+  print(f"best-of-{len(names)} collection: {len(todo)} modules to compile "
+        f"({len(mods) - len(todo)} already in {output}), {len(names)} compiles each "
+        f"(default, greedy, {samples} samples), problem={problem_name}, jobs={jobs}",
+        file=stream)
+  progress = Progress("best-of", len(todo), stream=stream)
+  stats = {"modules": 0, "failed": 0, "decisions": 0, "seconds": 0.0,
+           "totals": {n: 0.0 for n in names + ["best"]}, "wins": {n: 0 for n in names}}
+  t0 = time.monotonic()
+  with make_pool(pool_kind, jobs) as pool:
+    ids = []
+    for m in todo:
+      mseed = zlib.crc32(m.name.encode()) ^ (seed * 7919)
+      ids.append(pool.submit(work.compile_one, m, problem_name, default_ref, None,
+                             corpus.llvm_version, timeout))
+      ids.append(pool.submit(work.compile_one, m, problem_name, greedy_ref, None,
+                             corpus.llvm_version, timeout))
+      for i in range(samples):
+        ids.append(pool.submit(work.compile_one, m, problem_name, sample_ref,
+                               [mseed & 0x7FFFFFFF, i], corpus.llvm_version, timeout))
+    block = []
+    for r in in_submission_order(pool.results(), ids):
+      block.append(r)
+      if len(block) < len(names):
+        continue
+      module = block[0].item[0]
+      info = {"package": module.package, "language": module.language}
+      bad = [(n, r) for n, r in zip(names, block) if not r.ok or not r.value[0].ok]
+      block_results = {n: r.value[0] for n, r in zip(names, block) if r.ok and r.value[0].ok}
+      block = []
+      if DEFAULT not in block_results or len(bad) == len(names):
+        n, r = bad[0]
+        why = (r.error or "").strip().splitlines()[-1:] if not r.ok else [r.value[0].reason]
+        info.update(ok=False, reason=f"{n}: " + r.where() + (why[0] if why else "cancelled")[:500])
+        stats["failed"] += 1
+        writer.add(module.name, [], info)
+        progress.update(failed=1)
+        continue
+      chosen_trajs, info_extra = _choose_module(problem, module.name, names, block_results,
+                                                margin, stats)
+      info.update(ok=True, **info_extra,
+                  failed_candidates=[n for n, _ in bad])
+      sub_rng = np.random.default_rng([seed, zlib.crc32(module.name.encode())])
+      kept = trace._subsample(chosen_trajs, max_decisions_per_module, sub_rng)  # pylint: disable=protected-access
+      writer.add(module.name, kept, info)
+      stats["modules"] += 1
+      stats["decisions"] += sum(len(t.actions) for t in kept)
+      tot = stats["totals"]
+      change = (tot["best"] - tot[DEFAULT]) / tot[DEFAULT] * 100 if tot[DEFAULT] else 0.0
+      gchange = (tot[GREEDY] - tot[DEFAULT]) / tot[DEFAULT] * 100 if tot[DEFAULT] else 0.0
+      progress.update(extra=f"best-of {change:+.2f}% (greedy {gchange:+.2f}%) vs default")
+  writer.close()
+  progress.close()
+  stats["seconds"] = time.monotonic() - t0
+  tot = stats["totals"]
+  summary = ", ".join(f"{n} {(tot[n] - tot[DEFAULT]) / tot[DEFAULT] * 100:+.2f}%"
+                      for n in names[1:] + ["best"]) if tot[DEFAULT] else "no cost"
+  print(f"best-of collection written to {output}: {stats['modules']} modules ok, "
+        f"{stats['failed']} failed, {stats['decisions']} decisions kept; total cost vs the "
+        f"default: {summary}; functions won: "
+        + ", ".join(f"{n} {c}" for n, c in stats["wins"].items())
+        + f"; {stats['seconds']:.0f}s", file=stream)
+  return stats
+
+
+def _choose_module(problem, module_name, names, results, margin, stats):
+  """The winners' trajectories of one module and what to record about them."""
+  present = [n for n in names if n in results]
+  scores = {n: problem.scores(module_name, results[n].reward) for n in present}
+  trajs = {n: {problem.trajectory_key(module_name, t): t for t in results[n].trajectories}
+           for n in present}
+  choice = choose_per_key(scores, problem.missing_score, margin)
+  keys_with_decisions = set()
+  for n in present:
+    keys_with_decisions.update(trajs[n])
+  chosen, wins, not_default = [], {n: 0 for n in names}, {}
+  for k, (winner, _, _) in choice.items():
+    if k in keys_with_decisions:
+      wins[winner] += 1
+    if winner != DEFAULT:
+      not_default[k] = winner
+    t = trajs[winner].get(k)
+    if t is not None:
+      chosen.append(t)
+  # A function with decisions but no cost in any compile (no spill code either way):
+  # the default's decisions, so the student learns the default there.
+  for k in sorted(keys_with_decisions - set(choice)):
+    t = trajs[DEFAULT].get(k)
+    if t is not None:
+      chosen.append(t)
+  totals = {n: float(sum(scores[n].values())) for n in present}
+  best_total = float(sum(s for _, s, _ in choice.values()))
+  for n in present:
+    stats["totals"][n] += totals[n]
+  for n in names:
+    if n not in present:   # a failed candidate counts as the default's cost
+      stats["totals"][n] += totals[DEFAULT]
+  stats["totals"]["best"] += best_total
+  for n, c in wins.items():
+    stats["wins"][n] += c
+  return chosen, {"totals": totals, "best_total": best_total,
+                  "wins": {n: c for n, c in wins.items() if c},
+                  "not_default": not_default}

@@ -1,0 +1,171 @@
+"""Best-of-N self-imitation: the per-function choice, the collection on a real tiny -O2
+corpus (stock llc, the tracer plugin, the shipped eviction policy), the warm-started
+clone, and the tool's rounds and resume."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mlgo.env import core, prepared
+from mlgo.policy import policy_io
+from mlgo.problems import get_problem
+from mlgo.training import bc, dataset, self_imitation, testing
+from mlgo.training.testing import make_tiny_corpus
+from mlgo.util import cli
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "env" / "regalloc_programs"
+PROBLEM = "regalloc_eviction"
+
+
+def test_choose_per_key_prefers_default_and_applies_margin():
+  cands = {"default": {"f": 10.0, "g": 5.0, "h": 3.0},
+           "greedy": {"f": 8.0, "g": 5.0},         # h absent: no spill code, cost 0
+           "sample1": {"f": 6.0, "g": 4.9, "h": 3.0, "k": 2.0}}
+  got = self_imitation.choose_per_key(cands, missing_score=0.0)
+  assert got["f"] == ("sample1", 6.0, 10.0)
+  assert got["g"] == ("sample1", 4.9, 5.0)
+  assert got["h"] == ("greedy", 0.0, 3.0)        # the missing score counts as a cost
+  assert got["k"] == ("default", 0.0, 0.0)       # a tie keeps the default
+  # A 10% margin on (cost + 1): g's 4.9 against 5.0 is not enough, f's 6 against 10 is.
+  got = self_imitation.choose_per_key(cands, missing_score=0.0, margin=0.1)
+  assert got["g"][0] == "default" and got["f"][0] == "sample1"
+  # The greedy compile wins a tie against a sample: the earlier candidate.
+  got = self_imitation.choose_per_key({"default": {"f": 3.0}, "greedy": {"f": 1.0},
+                                       "sample1": {"f": 1.0}}, 0.0)
+  assert got["f"][0] == "greedy"
+
+
+class _Traj:
+  def __init__(self, context, n, action):
+    self.context = context
+    self.features = {}
+    self.actions = np.full(n, action)
+    self.default_actions = None
+
+
+class _Result:
+  def __init__(self, costs, trajs):
+    self.reward = {"functions": costs}
+    self.trajectories = trajs
+
+
+def test_choose_module_takes_each_function_from_its_winner(monkeypatch):
+  problem = get_problem(PROBLEM)
+  monkeypatch.setattr(type(problem), "scores",
+                      lambda self, m, reward: {f"{m}::{k}": v
+                                               for k, v in reward["functions"].items()})
+  names = self_imitation.candidate_names(1)
+  results = {
+      "default": _Result({"f": 10.0, "g": 2.0}, [_Traj("f", 3, 0), _Traj("g", 2, 0),
+                                                 _Traj("quiet", 1, 0)]),
+      "greedy": _Result({"f": 12.0, "g": 1.0}, [_Traj("f", 3, 1), _Traj("g", 4, 1),
+                                                _Traj("quiet", 1, 1)]),
+      "sample1": _Result({"f": 7.0, "g": 3.0}, [_Traj("f", 5, 2), _Traj("g", 2, 2),
+                                                _Traj("quiet", 1, 2)]),
+  }
+  stats = {"totals": {n: 0.0 for n in names + ["best"]}, "wins": {n: 0 for n in names}}
+  chosen, info = self_imitation._choose_module(  # pylint: disable=protected-access
+      problem, "m", names, results, 0.0, stats)
+  by_fn = {t.context: int(t.actions[0]) for t in chosen}
+  # f from the sample, g from the greedy compile, the function without spill code in
+  # any compile from the default.
+  assert by_fn == {"f": 2, "g": 1, "quiet": 0}
+  assert [len(t.actions) for t in chosen if t.context == "f"] == [5]
+  assert info["best_total"] == 8.0 and info["totals"] == {"default": 12.0, "greedy": 13.0,
+                                                            "sample1": 10.0}
+  assert info["not_default"] == {"m::f": "sample1", "m::g": "greedy"}
+  assert stats["wins"] == {"default": 0, "greedy": 1, "sample1": 1}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+  d = tmp_path_factory.mktemp("tiny")
+  corpus = make_tiny_corpus(d / "corpus", sorted(DATA.glob("*.c")), opt="O2",
+                            heldout=("parse",), variants=2)
+  return prepared.prepare(corpus, out_root=d / "prepared"), d
+
+
+def test_collect_on_real_compiles_is_never_worse_than_any_candidate(tiny, tmp_path):
+  corpus, _ = tiny
+  policy = testing.shipped_policy(PROBLEM)
+  out = tmp_path / "data"
+  stats = self_imitation.collect(corpus, PROBLEM, policy, out, samples=2, split="all",
+                                 max_decisions_per_module=0)
+  assert stats["modules"] == len(corpus.modules) == 6 and stats["failed"] == 0
+  ds = dataset.Dataset(out)
+  assert ds.index["self_imitation"]["samples"] == 2
+  for name, info in ds.modules.items():
+    assert info["ok"] and set(info["totals"]) == {"default", "greedy", "sample1", "sample2"}
+    assert info["best_total"] <= min(info["totals"].values()) + 1e-9
+  tot = stats["totals"]
+  assert tot["best"] <= min(tot[n] for n in ("default", "greedy", "sample1", "sample2"))
+  # The default's functions keep the tracer's labels: compile one module with the
+  # tracer and compare the decisions of every function the default won.
+  module = corpus.modules[0]
+  traced = core.compile_module(module, get_problem(PROBLEM), None, trace=True)
+  want = {t.context: np.asarray(t.actions) for t in traced.trajectories}
+  won_elsewhere = {k.split("::", 1)[1] for k in ds.modules[module.name]["not_default"]}
+  got = {}
+  for shard in ds.shards():
+    for ti, (m, ctx) in enumerate(zip(shard["traj_module"], shard["traj_context"])):
+      if m == module.name:
+        got[str(ctx)] = shard["action"][shard["traj"] == ti]
+  assert set(got) == set(want)
+  for ctx, acts in got.items():
+    if ctx not in won_elsewhere:
+      np.testing.assert_array_equal(acts, want[ctx])
+  # Resumable: a second call finds every module done and compiles nothing.
+  again = self_imitation.collect(corpus, PROBLEM, policy, out, samples=2, split="all",
+                                 max_decisions_per_module=0)
+  assert again["modules"] == 0 and again["failed"] == 0
+  # Another recipe in the same directory is refused, not mixed in.
+  with pytest.raises(ValueError, match="collected with"):
+    self_imitation.collect(corpus, PROBLEM, policy, out, samples=3, split="all")
+
+
+def test_warm_started_clone_starts_from_the_policy(tiny, tmp_path):
+  corpus, _ = tiny
+  policy = testing.shipped_policy(PROBLEM)
+  data = tmp_path / "data"
+  self_imitation.collect(corpus, PROBLEM, policy, data, samples=1, split="all")
+  bc.train_bc(data, tmp_path / "same", epochs=0, init_policy=policy)
+  a, b = policy_io.load_policy(policy), policy_io.load_policy(tmp_path / "same")
+  assert a.spec["normalization"] == b.spec["normalization"]
+  for k, v in a.arch.w.items():
+    np.testing.assert_allclose(b.arch.w[k], v, rtol=0, atol=1e-7)
+  m = bc.train_bc(data, tmp_path / "tuned", epochs=2, init_policy=policy)
+  assert m["init_policy"] == str(policy) and m["train_decisions"] > 0
+  c = policy_io.load_policy(tmp_path / "tuned")
+  assert any(not np.allclose(c.arch.w[k], v) for k, v in a.arch.w.items())
+  with pytest.raises(ValueError, match="a policy for inlining"):
+    bc.train_bc(data, tmp_path / "x", epochs=0, init_policy=testing.shipped_policy(
+        "inlining_oz"))
+
+
+def test_tool_runs_rounds_and_resumes(tiny, tmp_path):
+  corpus, _ = tiny
+  tool = cli.built_file("tools/self_imitate")
+  if tool is None:
+    pytest.fail("tools/self_imitate is not built (a data dependency of this test)")
+  cmd = [str(tool), f"--policy={testing.shipped_policy(PROBLEM)}", f"--output={tmp_path}/run",
+         f"--corpus={corpus.path}", "--split=all", "--samples=1", "--rounds=2",
+         "--bc_epochs=1"]
+  r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+  assert r.returncode == 0, r.stderr[-3000:]
+  r2 = tmp_path / "run" / "round2"
+  assert (r2 / "policy" / "policy.json").exists()
+  assert json.loads((r2 / "policy" / "bc_metrics.json").read_text())["init_policy"] == \
+      str(tmp_path / "run" / "round1" / "policy")
+  before = (r2 / "policy" / "weights.npz").read_bytes()
+  r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+  assert r.returncode == 0 and "round 2: done before" in r.stderr
+  assert (r2 / "policy" / "weights.npz").read_bytes() == before
+  bad = subprocess.run(cmd[:-3] + ["--rounds=0"], capture_output=True, text=True)
+  assert bad.returncode == 2 and "--rounds" in bad.stderr
+
+
+if __name__ == "__main__":
+  sys.exit(pytest.main([__file__, "-v"]))

@@ -1,0 +1,78 @@
+"""Best-of-N self-imitation: per function, keep the cheapest of the default's, the
+policy's greedy and N sampled allocations, and fine-tune the policy to imitate them.
+
+  bazel run //tools:self_imitate -- --policy=models/regalloc_eviction --output=DIR \
+      [--samples=3] [--rounds=1] [--margin=0] [--corpus=DIR|@default] [--jobs=2]
+
+Round r writes DIR/round<r>/data (the per-function winners' decisions, a trajectory
+dataset) and DIR/round<r>/policy (the fine-tuned policy); round r+1 starts from it.
+Everything resumes: a finished round is kept, a half-collected one goes on where it
+stopped. Then judge the last policy as any other:
+  bazel run //tools:evaluate -- --problem=regalloc_eviction --policy=DIR/round1/policy
+(python/mlgo/training/self_imitation.py says why whole-function choices.)
+"""
+import argparse
+import pathlib
+import sys
+
+from mlgo.util.cli import user_path
+from mlgo import workers
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--policy", required=True, help="policy dir to start from")
+  ap.add_argument("--output", required=True, help="run dir (created or resumed)")
+  ap.add_argument("--problem", default="regalloc_eviction")
+  ap.add_argument("--corpus", default=None,
+                  help="corpus dir or @SET (default: the default corpus at the problem's level)")
+  ap.add_argument("--split", default="train", choices=["train", "all"])
+  ap.add_argument("--samples", type=int, default=3, help="sampled compiles per module")
+  ap.add_argument("--rounds", type=int, default=1)
+  ap.add_argument("--margin", type=float, default=0.0,
+                  help="a candidate replaces the default's allocation of a function only "
+                       "if it is cheaper by more than this fraction")
+  ap.add_argument("--max_decisions_per_module", type=int, default=400,
+                  help="seeded sample of each module's kept decisions (0: all)")
+  ap.add_argument("--bc_epochs", type=int, default=10)
+  ap.add_argument("--bc_learning_rate", type=float, default=3e-4)
+  ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--jobs", type=int, default=2)
+  ap.add_argument("--timeout", type=float, default=300.0, help="per-compile timeout (s)")
+  workers.add_flags(ap)
+  a = ap.parse_args(argv)
+  workers.apply_flags(a)
+  if a.samples < 0 or a.rounds < 1:
+    ap.error("--samples must be >= 0 and --rounds >= 1")
+  from mlgo import corpus  # pylint: disable=import-outside-toplevel
+  from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
+  from mlgo.training import bc, self_imitation  # pylint: disable=import-outside-toplevel
+  corpus_dir = corpus.corpus_arg(a.corpus, get_problem(a.problem).corpus_opt)
+  out = pathlib.Path(user_path(a.output))
+  start = pathlib.Path(user_path(a.policy))
+  for r in range(1, a.rounds + 1):
+    rdir = out / f"round{r}"
+    pol = rdir / "policy"
+    if (pol / "policy.json").exists():
+      print(f"round {r}: done before ({pol})", file=sys.stderr)
+      start = pol
+      continue
+    print(f"round {r}: candidates from {start}", file=sys.stderr)
+    self_imitation.collect(corpus_dir, a.problem, start, rdir / "data", samples=a.samples,
+                           jobs=a.jobs, timeout=a.timeout, seed=a.seed + 1000 * r,
+                           split=a.split, max_decisions_per_module=a.max_decisions_per_module,
+                           margin=a.margin)
+    bc.train_bc(rdir / "data", rdir / "policy.tmp", epochs=a.bc_epochs,
+                learning_rate=a.bc_learning_rate, label_smoothing=0.0, seed=a.seed,
+                init_policy=start)
+    (rdir / "policy.tmp").rename(pol)   # a round counts as done only when its policy is whole
+    start = pol
+  print(f"self-imitation: last policy {start}", file=sys.stderr)
+  return 0
+
+
+if __name__ == "__main__":
+  from mlgo.util.files import private_tempdir
+  private_tempdir()  # nothing the tool or TensorFlow writes is left in /tmp
+  sys.exit(main())
