@@ -20,6 +20,8 @@ import subprocess
 import threading
 import time
 
+from mlgo.util import procfs
+
 _STDERR_TAIL = 1500
 
 
@@ -117,34 +119,10 @@ def _die_with_parent():
     pass
 
 
-def _live_stat(pid) -> list[bytes] | None:
-  """The /proc stat fields of `pid` after its command name (0 = state, 1 = parent pid,
-  2 = process group), or None if it is gone or a zombie."""
-  try:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-      stat = f.read()
-  except OSError:
-    return None
-  fields = stat[stat.rfind(b")") + 2:].split()
-  return fields if fields and fields[0] not in (b"Z", b"X") else None
-
-
-def alive(pids) -> list[int]:
-  """Those of `pids` that are live (non-zombie) processes."""
-  return [int(p) for p in pids if _live_stat(p) is not None]
-
-
-def live_processes(field: int, value: int) -> list[int]:
-  """Live (non-zombie) processes whose /proc stat field `field` (counted after the
-  command name: 1 = parent pid, 2 = process group) equals `value`."""
-  out = []
-  for entry in os.listdir("/proc"):
-    if not entry.isdigit():
-      continue
-    fields = _live_stat(entry)
-    if fields is not None and len(fields) > field and int(fields[field]) == value:
-      out.append(int(entry))
-  return out
+# One /proc reader for the whole package (mlgo.util.procfs); these names are this
+# module's interface for the compiler loop and its tests.
+alive = procfs.alive
+live_processes = procfs.live_processes
 
 
 def group_members(pgid: int) -> list[int]:

@@ -14,35 +14,13 @@ import sys
 import tempfile
 import time
 
+from mlgo.util import procfs
+
 
 def _free_port() -> int:
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     return s.getsockname()[1]
-
-
-def _children() -> dict:
-  """pid -> list of child pids, for the whole machine."""
-  kids = {}
-  for d in os.listdir("/proc"):
-    if d.isdigit():
-      try:
-        ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
-      except (OSError, IndexError, ValueError):
-        continue
-      kids.setdefault(ppid, []).append(int(d))
-  return kids
-
-
-def _with_descendants(pids) -> list:
-  kids = _children()
-  out, todo = [], list(pids)
-  while todo:
-    p = todo.pop()
-    if p not in out:
-      out.append(p)
-      todo += kids.get(p, [])
-  return out
 
 
 def _kill_all(pids, sig):
@@ -59,13 +37,6 @@ def _ray_cli() -> list:
     return [str(exe)]
   return [sys.executable, "-c", "import sys; from ray.scripts.scripts import main; "
           "sys.argv[0] = 'ray'; main()"]
-
-
-def _state(pid) -> str:
-  try:
-    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-  except (OSError, IndexError):
-    return "X"
 
 
 class LocalCluster:
@@ -160,7 +131,7 @@ class LocalCluster:
     pid = self._raylet_pid(port)
     if pid is None:
       raise RuntimeError(f"no raylet with node manager port {port}")
-    tree = _with_descendants([pid])
+    tree = procfs.with_descendants([pid])
     os.kill(pid, signal.SIGKILL)
     _kill_all(tree, signal.SIGKILL)
 
@@ -178,11 +149,10 @@ class LocalCluster:
 
   def stop(self):
     # The marked processes and everything they started (Ray's agents drop the mark).
-    tree = _with_descendants(self._pids())
+    tree = procfs.with_descendants(self._pids())
     _kill_all(tree, signal.SIGTERM)
     end = time.monotonic() + 5
-    while time.monotonic() < end and any(os.path.exists(f"/proc/{p}") and
-                                         _state(p) not in ("Z", "X") for p in tree):
+    while time.monotonic() < end and procfs.alive(tree):
       time.sleep(0.1)
     _kill_all(tree, signal.SIGKILL)
     shutil.rmtree(self.tmp, ignore_errors=True)
