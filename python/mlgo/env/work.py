@@ -54,6 +54,15 @@ def compile_one(module, problem_name: str, ref, seed=None, llvm_version: int = 2
   return result, default_result
 
 
+def select_modules(corpus, split: str = "train", names=None) -> list:
+  """The modules a tool compiles: those named in `names` (in corpus order), else the
+  split's ("all": every module)."""
+  if names is not None:
+    want = set(names)
+    return [m for m in corpus.modules if m.name in want]
+  return corpus.split(split) if split != "all" else list(corpus.modules)
+
+
 def corpus_for(corpus_dir, problem, jobs: int = 2, stream=None):
   """The corpus a problem compiles: the corpus itself for clang problems, its prepared
   (optimized-once) form for llc problems (mlgo.env.prepared)."""

@@ -291,7 +291,7 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
     from mlgo import credit  # pylint: disable=import-outside-toplevel
     annotator = credit.make_annotator(credit_kind, credit_model or "",
                                       problems_lib.get_problem(policy.problem))
-  modules = corpus.split(split) if split != "all" else list(corpus.modules)
+  modules = work.select_modules(corpus, split)
   if not modules:
     raise ValueError(f"{corpus_dir}: no modules in split {split!r}")
   if max_modules and len(modules) > max_modules:

@@ -83,11 +83,7 @@ def collect(corpus_dir, problem_name: str, policy_dir, output, samples: int = 3,
   sample_ref = (policy.spec, policy.arch.w, False)
   names = candidate_names(samples)
   corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=stream)
-  if modules is not None:
-    want = set(modules)
-    mods = [m for m in corpus.modules if m.name in want]
-  else:
-    mods = corpus.split(split) if split != "all" else list(corpus.modules)
+  mods = work.select_modules(corpus, split, modules)
   writer = dataset.DatasetWriter(output, problem_name, problem.features)
   recipe = {"policy": str(policy_dir), "samples": samples, "seed": seed, "margin": margin,
             "max_decisions_per_module": max_decisions_per_module}

@@ -78,6 +78,16 @@ def make_tiny_corpus(out_dir, sources, llvm_version: int = toolchain.DEFAULT_LLV
   return w.finish()
 
 
+def prepared_tiny_corpus(out_dir, sources, heldout=(), variants: int = 1):
+  """make_tiny_corpus at -O2 in OUT_DIR/corpus, prepared for llc in OUT_DIR/prepared:
+  the corpus the regalloc problems compile."""
+  from mlgo.env import prepared  # pylint: disable=import-outside-toplevel
+  out = pathlib.Path(out_dir)
+  corpus = make_tiny_corpus(out / "corpus", sources, opt="O2", heldout=heldout,
+                            variants=variants)
+  return prepared.prepare(corpus, out_root=out / "prepared")
+
+
 def fake_eviction_features(n: int, rng) -> dict:
   """n random eviction observations (raw features; a NaN like LLVM sometimes sends)."""
   feats = {}

@@ -42,11 +42,7 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
                        f"{problem_name}")
     ref = (teacher.spec, teacher.arch.w, True)
   corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=stream)
-  if modules is not None:
-    want = set(modules)
-    modules = [m for m in corpus.modules if m.name in want]
-  else:
-    modules = corpus.split(split) if split != "all" else list(corpus.modules)
+  modules = work.select_modules(corpus, split, modules)
   rng = random.Random(seed)
   if sampling_rate < 1.0:
     modules = [m for m in modules if rng.random() < sampling_rate]

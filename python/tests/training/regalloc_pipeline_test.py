@@ -9,10 +9,8 @@ import numpy as np
 import pytest
 
 from mlgo import evaluation
-from mlgo.env import prepared
 from mlgo.policy import policy_io
-from mlgo.training import dataset, pipeline, ppo
-from mlgo.training.testing import make_tiny_corpus
+from mlgo.training import dataset, pipeline, ppo, testing
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "env" / "regalloc_programs"
 PROBLEMS = ("regalloc_eviction", "regalloc_priority")
@@ -21,9 +19,8 @@ PROBLEMS = ("regalloc_eviction", "regalloc_priority")
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
   d = tmp_path_factory.mktemp("tiny")
-  corpus = make_tiny_corpus(d / "corpus", sorted(DATA.glob("*.c")), opt="O2",
-                            heldout=("parse",), variants=2)
-  return prepared.prepare(corpus, out_root=d / "prepared"), d
+  return testing.prepared_tiny_corpus(d, sorted(DATA.glob("*.c")), heldout=("parse",),
+                                      variants=2), d
 
 
 def _configs(iterations, unseen=(), final="best", guarded=False):

@@ -9,11 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from mlgo.env import core, prepared
+from mlgo.env import core
 from mlgo.policy import policy_io
 from mlgo.problems import get_problem
 from mlgo.training import bc, dataset, self_imitation, testing
-from mlgo.training.testing import make_tiny_corpus
 from mlgo.util import cli
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "env" / "regalloc_programs"
@@ -83,9 +82,8 @@ def test_choose_module_takes_each_function_from_its_winner(monkeypatch):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
   d = tmp_path_factory.mktemp("tiny")
-  corpus = make_tiny_corpus(d / "corpus", sorted(DATA.glob("*.c")), opt="O2",
-                            heldout=("parse",), variants=2)
-  return prepared.prepare(corpus, out_root=d / "prepared"), d
+  return testing.prepared_tiny_corpus(d, sorted(DATA.glob("*.c")), heldout=("parse",),
+                                      variants=2), d
 
 
 def test_collect_on_real_compiles_is_never_worse_than_any_candidate(tiny, tmp_path):
