@@ -2,7 +2,8 @@
 policy's greedy and N sampled allocations, and fine-tune the policy to imitate them.
 
   bazel run //tools:self_imitate -- --policy=models/regalloc_eviction --output=DIR \
-      [--samples=3] [--rounds=1] [--margin=0] [--corpus=DIR|@default] [--jobs=2]
+      [--samples=3] [--temperature=1] [--no_default_candidate] [--rounds=1] [--margin=0]
+      [--corpus=DIR|@default] [--jobs=2]
 
 Round r writes DIR/round<r>/data (the per-function winners' decisions, a trajectory
 dataset) and DIR/round<r>/policy (the fine-tuned policy); round r+1 starts from it.
@@ -33,6 +34,11 @@ def main(argv=None):
   ap.add_argument("--margin", type=float, default=0.0,
                   help="a candidate replaces the default's allocation of a function only "
                        "if it is cheaper by more than this fraction")
+  ap.add_argument("--temperature", type=float, default=1.0,
+                  help="the samples' temperature (below 1: nearer the greedy choice)")
+  ap.add_argument("--no_default_candidate", action="store_true",
+                  help="the default's allocation is compiled for the report only: each "
+                       "function's winner is the greedy compile or a sample")
   ap.add_argument("--max_decisions_per_module", type=int, default=400,
                   help="seeded sample of each module's kept decisions (0: all)")
   ap.add_argument("--bc_epochs", type=int, default=10)
@@ -43,8 +49,11 @@ def main(argv=None):
   workers.add_flags(ap)
   a = ap.parse_args(argv)
   workers.apply_flags(a)
-  if a.samples < 0 or a.rounds < 1:
-    ap.error("--samples must be >= 0 and --rounds >= 1")
+  if a.samples < 0 or a.rounds < 1 or a.temperature <= 0:
+    ap.error("--samples must be >= 0, --rounds >= 1 and --temperature > 0")
+  if a.no_default_candidate and a.samples == 0:
+    ap.error("--no_default_candidate needs --samples >= 1 (else the greedy compile is "
+             "the only candidate)")
   from mlgo import corpus  # pylint: disable=import-outside-toplevel
   from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
   from mlgo.training import bc, self_imitation  # pylint: disable=import-outside-toplevel
@@ -62,7 +71,8 @@ def main(argv=None):
     self_imitation.collect(corpus_dir, a.problem, start, rdir / "data", samples=a.samples,
                            jobs=a.jobs, timeout=a.timeout, seed=a.seed + 1000 * r,
                            split=a.split, max_decisions_per_module=a.max_decisions_per_module,
-                           margin=a.margin)
+                           margin=a.margin, temperature=a.temperature,
+                           default_candidate=not a.no_default_candidate)
     bc.train_bc(rdir / "data", rdir / "policy.tmp", epochs=a.bc_epochs,
                 learning_rate=a.bc_learning_rate, label_smoothing=0.0, seed=a.seed,
                 init_policy=start)

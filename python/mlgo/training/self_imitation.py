@@ -38,7 +38,8 @@ def candidate_names(samples: int) -> list:
 
 def choose_per_key(candidates: dict, missing_score, margin: float = 0.0) -> dict:
   """candidates: {name: {key: score}} in preference order (the default first). Returns
-  {key: (winner, its score, the default's score)} for every key any candidate scored.
+  {key: (winner, its score, the first candidate's score)} for every key any candidate
+  scored.
   A non-default candidate wins a key only if its cost is below the default's by more
   than `margin` (relative, on cost + 1, the reward's own offset); among those, the
   lowest cost, the earlier candidate on ties. A key a candidate did not score has the
@@ -62,13 +63,27 @@ def choose_per_key(candidates: dict, missing_score, margin: float = 0.0) -> dict
   return out
 
 
+def tempered_weights(weights: dict, temperature: float) -> dict:
+  """A categorical policy's weights with its logits divided by `temperature` (the output
+  layer and any additive prior scaled), so sampling them samples at that temperature:
+  below 1 the samples stay nearer the greedy choice."""
+  if temperature <= 0:
+    raise ValueError(f"temperature must be > 0, not {temperature}")
+  return {k: (np.asarray(v) / temperature if k.startswith("out/") or "prior" in k
+              else v) for k, v in weights.items()}
+
+
 def collect(corpus_dir, problem_name: str, policy_dir, output, samples: int = 3,
             jobs: int = 2, timeout: float = 300.0, seed: int = 0, split: str = "train",
             max_decisions_per_module: int = 0, margin: float = 0.0, modules=None,
+            temperature: float = 1.0, default_candidate: bool = True,
             pool_kind: str | None = None, stream=sys.stderr) -> dict:
   """Writes the per-function winners' trajectories as a dataset in `output` (appendable:
   modules already there are skipped, so a killed run resumes). Module info keeps each
-  candidate's total and the winners' counts."""
+  candidate's total and the winners' counts. temperature: the samples' (1: the policy's
+  own distribution). default_candidate=False: the default is compiled for the report
+  only, and each function's winner is the greedy compile or a sample (the student keeps
+  the policy's own strategy; ties go to the greedy compile)."""
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
   from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)
@@ -80,13 +95,15 @@ def collect(corpus_dir, problem_name: str, policy_dir, output, samples: int = 3,
     raise ValueError(f"{policy_dir}: a policy for {policy.problem}, not for {problem_name}")
   default_ref = "trace" if problem.tracer else "default"
   greedy_ref = (policy.spec, policy.arch.w, True)
-  sample_ref = (policy.spec, policy.arch.w, False)
+  sample_ref = (policy.spec, tempered_weights(policy.arch.w, temperature), False)
   names = candidate_names(samples)
   corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=stream)
   mods = work.select_modules(corpus, split, modules)
   writer = dataset.DatasetWriter(output, problem_name, problem.features)
   recipe = {"policy": str(policy_dir), "samples": samples, "seed": seed, "margin": margin,
             "max_decisions_per_module": max_decisions_per_module}
+  if temperature != 1.0 or not default_candidate:   # older datasets' recipes stay valid
+    recipe.update(temperature=temperature, default_candidate=default_candidate)
   old = writer.index.get("self_imitation")
   if old is not None and old != recipe:
     raise ValueError(f"{output}: collected with {old}, not {recipe} (give another output dir)")
@@ -132,7 +149,7 @@ def collect(corpus_dir, problem_name: str, policy_dir, output, samples: int = 3,
         progress.update(failed=1)
         continue
       chosen_trajs, info_extra = _choose_module(problem, module.name, names, block_results,
-                                                margin, stats)
+                                                margin, stats, default_candidate)
       info.update(ok=True, **info_extra,
                   failed_candidates=[n for n, _ in bad])
       sub_rng = np.random.default_rng([seed, zlib.crc32(module.name.encode())])
@@ -158,29 +175,40 @@ def collect(corpus_dir, problem_name: str, policy_dir, output, samples: int = 3,
   return stats
 
 
-def _choose_module(problem, module_name, names, results, margin, stats):
+def _choose_module(problem, module_name, names, results, margin, stats,
+                   default_candidate: bool = True):
   """The winners' trajectories of one module and what to record about them."""
   present = [n for n in names if n in results]
   scores = {n: problem.scores(module_name, results[n].reward) for n in present}
   trajs = {n: {problem.trajectory_key(module_name, t): t for t in results[n].trajectories}
            for n in present}
-  choice = choose_per_key(scores, problem.missing_score, margin)
+  fallback = DEFAULT
+  if not default_candidate:
+    fallback = GREEDY if GREEDY in present else DEFAULT
+    choosers = [n for n in present if n != DEFAULT] or [DEFAULT]
+    choice = choose_per_key({n: scores[n] for n in choosers}, problem.missing_score, margin)
+    # A key only the default scored (no spill code in any policy compile): cost 0 there.
+    for k in set(scores.get(DEFAULT, {})) - set(choice):
+      choice[k] = (fallback, problem.missing_score or 0.0, scores[DEFAULT][k])
+  else:
+    choice = choose_per_key(scores, problem.missing_score, margin)
   keys_with_decisions = set()
   for n in present:
     keys_with_decisions.update(trajs[n])
-  chosen, wins, not_default = [], {n: 0 for n in names}, {}
+  chosen, wins, elsewhere = [], {n: 0 for n in names}, {}
   for k, (winner, _, _) in choice.items():
     if k in keys_with_decisions:
       wins[winner] += 1
-    if winner != DEFAULT:
-      not_default[k] = winner
+    if winner != fallback:
+      elsewhere[k] = winner
     t = trajs[winner].get(k)
     if t is not None:
       chosen.append(t)
   # A function with decisions but no cost in any compile (no spill code either way):
-  # the default's decisions, so the student learns the default there.
+  # the fallback's decisions (the default's, or the greedy policy's without the default
+  # as a candidate).
   for k in sorted(keys_with_decisions - set(choice)):
-    t = trajs[DEFAULT].get(k)
+    t = trajs[fallback].get(k)
     if t is not None:
       chosen.append(t)
   totals = {n: float(sum(scores[n].values())) for n in present}
@@ -195,4 +223,4 @@ def _choose_module(problem, module_name, names, results, margin, stats):
     stats["wins"][n] += c
   return chosen, {"totals": totals, "best_total": best_total,
                   "wins": {n: c for n, c in wins.items() if c},
-                  "not_default": not_default}
+                  "fallback": fallback, "won_elsewhere": elsewhere}

@@ -75,8 +75,49 @@ def test_choose_module_takes_each_function_from_its_winner(monkeypatch):
   assert [len(t.actions) for t in chosen if t.context == "f"] == [5]
   assert info["best_total"] == 8.0 and info["totals"] == {"default": 12.0, "greedy": 13.0,
                                                             "sample1": 10.0}
-  assert info["not_default"] == {"m::f": "sample1", "m::g": "greedy"}
+  assert info["fallback"] == "default"
+  assert info["won_elsewhere"] == {"m::f": "sample1", "m::g": "greedy"}
   assert stats["wins"] == {"default": 0, "greedy": 1, "sample1": 1}
+
+
+def test_without_the_default_as_candidate_the_policy_keeps_its_strategy(monkeypatch):
+  problem = get_problem(PROBLEM)
+  monkeypatch.setattr(type(problem), "scores",
+                      lambda self, m, reward: {f"{m}::{k}": v
+                                               for k, v in reward["functions"].items()})
+  names = self_imitation.candidate_names(1)
+  results = {
+      "default": _Result({"f": 1.0, "g": 2.0, "h": 4.0}, [_Traj("f", 2, 0), _Traj("g", 2, 0),
+                                                          _Traj("h", 2, 0)]),
+      "greedy": _Result({"f": 12.0, "g": 3.0}, [_Traj("f", 2, 1), _Traj("g", 2, 1),
+                                                _Traj("h", 2, 1)]),
+      "sample1": _Result({"f": 7.0, "g": 3.0}, [_Traj("f", 2, 2), _Traj("g", 2, 2),
+                                                _Traj("h", 2, 2)]),
+  }
+  stats = {"totals": {n: 0.0 for n in names + ["best"]}, "wins": {n: 0 for n in names}}
+  chosen, info = self_imitation._choose_module(  # pylint: disable=protected-access
+      problem, "m", names, results, 0.0, stats, default_candidate=False)
+  # f: the sample beats the greedy compile (the default, cheaper still, is not a
+  # candidate); g: a tie stays greedy; h: no spill code in either policy compile.
+  assert {t.context: int(t.actions[0]) for t in chosen} == {"f": 2, "g": 1, "h": 1}
+  assert info["fallback"] == "greedy" and info["won_elsewhere"] == {"m::f": "sample1"}
+  assert info["best_total"] == 10.0 and info["totals"]["default"] == 7.0
+  assert stats["wins"]["default"] == 0
+
+
+def test_tempered_weights_divide_the_logits():
+  policy = policy_io.load_policy(testing.shipped_policy(PROBLEM))
+  feats = testing.fake_eviction_features(64, np.random.default_rng(0))
+  x = policy.encode_batch(feats)
+  cold = type(policy.arch)(policy.spec["architecture"],
+                           self_imitation.tempered_weights(policy.arch.w, 0.5))
+  a, b = policy.arch.dist_params(x)["logits"], cold.dist_params(x)["logits"]
+  valid = a > -1e8
+  assert valid.any() and (~valid).any()
+  np.testing.assert_allclose(b[valid], 2.0 * a[valid], rtol=1e-4, atol=1e-4)
+  np.testing.assert_array_equal(b[~valid], a[~valid])     # masked columns stay masked
+  with pytest.raises(ValueError, match="temperature"):
+    self_imitation.tempered_weights(policy.arch.w, 0.0)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +146,7 @@ def test_collect_on_real_compiles_is_never_worse_than_any_candidate(tiny, tmp_pa
   module = corpus.modules[0]
   traced = core.compile_module(module, get_problem(PROBLEM), None, trace=True)
   want = {t.context: np.asarray(t.actions) for t in traced.trajectories}
-  won_elsewhere = {k.split("::", 1)[1] for k in ds.modules[module.name]["not_default"]}
+  won_elsewhere = {k.split("::", 1)[1] for k in ds.modules[module.name]["won_elsewhere"]}
   got = {}
   for shard in ds.shards():
     for ti, (m, ctx) in enumerate(zip(shard["traj_module"], shard["traj_context"])):
