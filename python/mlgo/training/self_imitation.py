@@ -16,6 +16,12 @@ A round can start from the last round's student (tools/self_imitate --rounds). F
 are independent under the greedy allocator (one function's decisions never change
 another's cost), so a dataset of per-function winners from different compiles is the
 trajectory set of one allocation that exists: the guarded compile of all candidates.
+
+Measured for eviction (README, "Best-of-N self-imitation"): a clone of such choices loses
+on new code. With the default as a candidate it mixes the default's strategy and the
+policy's inside functions (no input tells a decision which one its function got);
+without it (default_candidate=False) it gains only on the packages it trained on. A tool
+to measure with, not a recipe.
 """
 import sys
 import time
