@@ -1,9 +1,14 @@
-"""Best-of-N self-imitation: per function, keep the cheapest of the default's, the
-policy's greedy and N sampled allocations, and fine-tune the policy to imitate them.
+"""Self-imitation: fine-tune a policy on the best compiles found around it.
 
+Per function (regalloc): the cheapest of the default's, the policy's greedy and N sampled
+allocations.
   bazel run //tools:self_imitate -- --policy=models/regalloc_eviction --output=DIR \
       [--samples=3] [--temperature=1] [--no_default_candidate] [--rounds=1] [--margin=0]
       [--corpus=DIR|@default] [--jobs=2]
+Per module (the size inliner): a greedy search over single decisions from the policy's
+compile (--search=N compiles a module; mlgo.evaluation.headroom), its decisions imitated.
+  bazel run //tools:self_imitate -- --problem=inlining --policy=models/inlining_oz_ctx \
+      --output=DIR --search=64 [--sampling_rate=0.25] [--no_anchors] [--corpus=DIR]
 
 Round r writes DIR/round<r>/data (the per-function winners' decisions, a trajectory
 dataset) and DIR/round<r>/policy (the fine-tuned policy); round r+1 starts from it.
@@ -39,6 +44,13 @@ def main(argv=None):
   ap.add_argument("--no_default_candidate", action="store_true",
                   help="the default's allocation is compiled for the report only: each "
                        "function's winner is the greedy compile or a sample")
+  ap.add_argument("--search", type=int, default=0,
+                  help="per-module problems: a greedy search of at most N compiles a module "
+                       "instead of per-function candidates")
+  ap.add_argument("--sampling_rate", type=float, default=1.0,
+                  help="with --search: a seeded share of the split's modules")
+  ap.add_argument("--no_anchors", action="store_true",
+                  help="with --search: store only the modules the search made smaller")
   ap.add_argument("--max_decisions_per_module", type=int, default=400,
                   help="seeded sample of each module's kept decisions (0: all)")
   ap.add_argument("--bc_epochs", type=int, default=10)
@@ -51,6 +63,8 @@ def main(argv=None):
   workers.apply_flags(a)
   if a.samples < 0 or a.rounds < 1 or a.temperature <= 0:
     ap.error("--samples must be >= 0, --rounds >= 1 and --temperature > 0")
+  if a.search and (a.search < 2 or not 0 < a.sampling_rate <= 1):
+    ap.error("--search needs at least 2 compiles a module and 0 < --sampling_rate <= 1")
   if a.no_default_candidate and a.samples == 0:
     ap.error("--no_default_candidate needs --samples >= 1 (else the greedy compile is "
              "the only candidate)")
@@ -68,11 +82,19 @@ def main(argv=None):
       start = pol
       continue
     print(f"round {r}: candidates from {start}", file=sys.stderr)
-    self_imitation.collect(corpus_dir, a.problem, start, rdir / "data", samples=a.samples,
-                           jobs=a.jobs, timeout=a.timeout, seed=a.seed + 1000 * r,
-                           split=a.split, max_decisions_per_module=a.max_decisions_per_module,
-                           margin=a.margin, temperature=a.temperature,
-                           default_candidate=not a.no_default_candidate)
+    if a.search:
+      self_imitation.collect_search(corpus_dir, a.problem, start, rdir / "data",
+                                    budget=a.search, jobs=a.jobs, timeout=a.timeout,
+                                    seed=a.seed + 1000 * r, split=a.split,
+                                    sampling_rate=a.sampling_rate,
+                                    anchors=not a.no_anchors)
+    else:
+      self_imitation.collect(corpus_dir, a.problem, start, rdir / "data", samples=a.samples,
+                             jobs=a.jobs, timeout=a.timeout, seed=a.seed + 1000 * r,
+                             split=a.split,
+                             max_decisions_per_module=a.max_decisions_per_module,
+                             margin=a.margin, temperature=a.temperature,
+                             default_candidate=not a.no_default_candidate)
     bc.train_bc(rdir / "data", rdir / "policy.tmp", epochs=a.bc_epochs,
                 learning_rate=a.bc_learning_rate, label_smoothing=0.0, seed=a.seed,
                 init_policy=start)

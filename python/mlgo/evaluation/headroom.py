@@ -90,14 +90,16 @@ def _problem_for(problem_name: str, policy, ref):
 
 
 def search_module(module, problem_name: str, ref, budget: int, llvm_version: int,
-                  timeout: float, seed: int = 0) -> dict:
+                  timeout: float, seed: int = 0, keep_trajectory: bool = False) -> dict:
   """Work item: greedy search over single decisions, at most `budget` compiles. From the
   compile of `ref` (a policy ref, or "default"), try flipping one decision at a time
   (least confident first for a policy; a seeded random order for the default), with the
   decisions before it replayed and `ref` deciding after it (PrefixFlip). A flip that
   makes the module smaller is kept, and the search goes on after it (an earlier flip
   would hand the later decisions back to `ref`). Returns {"ok", "size", "start_size",
-  "compiles", "kept", "decisions"} or {"ok": False, "reason"}."""
+  "compiles", "kept", "decisions"} (and with keep_trajectory the searched compile's
+  "trajectory", the decisions to imitate: training.search_distill) or {"ok": False,
+  "reason"}."""
   from mlgo import env  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)
   rng = np.random.default_rng([seed, zlib.crc32(module.name.encode())])
@@ -136,8 +138,11 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
       size, traj, lo, kept, tried = s2, t2, at + 1, kept + 1, set()
       if ref != "default":
         order = least_sure_first(traj)
-  return {"ok": True, "size": size, "start_size": start_size, "compiles": compiles,
-          "kept": kept, "decisions": len(traj.actions) if traj is not None else 0}
+  out = {"ok": True, "size": size, "start_size": start_size, "compiles": compiles,
+         "kept": kept, "decisions": len(traj.actions) if traj is not None else 0}
+  if keep_trajectory:
+    out["trajectory"] = traj
+  return out
 
 
 def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "heldout",

@@ -1,4 +1,6 @@
-"""Best-of-N self-imitation for problems scored per function (regalloc).
+"""Self-imitation: fine-tune a policy on the best compiles found around it. Per function
+for problems scored per function (regalloc: collect, best of N compiles); per module by
+a greedy search for problems scored per module (the size inliner: collect_search).
 
 A guarded compile (mlgo.env.guarded) shows that, per function, the cheaper of two whole
 allocations is reliably better than either; mixing the decisions of two allocations
@@ -230,3 +232,81 @@ def _choose_module(problem, module_name, names, results, margin, stats,
   return chosen, {"totals": totals, "best_total": best_total,
                   "wins": {n: c for n, c in wins.items() if c},
                   "fallback": fallback, "won_elsewhere": elsewhere}
+
+
+def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: int = 64,
+                   jobs: int = 2, timeout: float = 300.0, seed: int = 0,
+                   split: str = "train", sampling_rate: float = 1.0, anchors: bool = True,
+                   modules=None, pool_kind: str | None = None, stream=sys.stderr) -> dict:
+  """The per-module form, for problems scored per module (the size inliner): per module
+  the greedy search of mlgo.evaluation.headroom (from the policy's compile, flip one
+  decision at a time, keep a flip when the module gets smaller; at most `budget`
+  compiles). The searched compile is one coherent trajectory, the policy's own answers
+  but for the kept flips, so nothing is mixed; its decisions are stored to imitate.
+  anchors: modules the search did not shrink store the policy's own decisions too (the
+  student keeps what it did there). `sampling_rate`: a seeded share of the split's
+  modules. Appendable and resumable like collect()."""
+  import random  # pylint: disable=import-outside-toplevel
+  from mlgo.evaluation import headroom  # pylint: disable=import-outside-toplevel
+  ref = work.policy_ref(str(policy_dir))
+  problem = headroom._problem_for(problem_name, policy_dir, ref)  # pylint: disable=protected-access
+  if budget < 2:
+    raise ValueError(f"search budget {budget}: at least 2 compiles (the start and a flip)")
+  corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=stream)
+  mods = work.select_modules(corpus, split, modules)
+  if sampling_rate < 1.0:
+    rng = random.Random(seed)
+    mods = [m for m in mods if rng.random() < sampling_rate]
+  writer = dataset.DatasetWriter(output, problem.name, problem.features)
+  recipe = {"policy": str(policy_dir), "search": budget, "seed": seed, "anchors": anchors,
+            "sampling_rate": sampling_rate}
+  old = writer.index.get("self_imitation")
+  if old is not None and old != recipe:
+    raise ValueError(f"{output}: collected with {old}, not {recipe} (give another output dir)")
+  writer.index["self_imitation"] = recipe
+  writer.index.setdefault("corpus", str(corpus.path))
+  writer.index.setdefault("llvm_version", corpus.llvm_version)
+  todo = [m for m in mods if not writer.modules.get(m.name, {}).get("ok")]
+  print(f"search collection: {len(todo)} modules to search ({len(mods) - len(todo)} already "
+        f"in {output}), at most {budget} compiles each, problem={problem.name}, jobs={jobs}",
+        file=stream)
+  progress = Progress("search", len(todo), stream=stream)
+  stats = {"modules": 0, "failed": 0, "improved": 0, "kept": 0, "compiles": 0,
+           "decisions": 0, "start_size": 0.0, "size": 0.0, "seconds": 0.0}
+  t0 = time.monotonic()
+  with make_pool(pool_kind, jobs) as pool:
+    ids = [pool.submit(headroom.search_module, m, problem.name, ref, budget,
+                       corpus.llvm_version, timeout, seed, True) for m in todo]
+    for r in in_submission_order(pool.results(), ids):
+      module = r.item[0]
+      info = {"package": module.package, "language": module.language}
+      res = dict(r.value) if r.ok else {"ok": False, "reason": r.error or "cancelled"}
+      if not res.get("ok"):
+        why = str(res.get("reason") or "").strip().splitlines()[-1:]
+        info.update(ok=False, reason=r.where() + (why[0] if why else "failed")[:500])
+        stats["failed"] += 1
+        writer.add(module.name, [], info)
+        progress.update(failed=1)
+        continue
+      traj = res.pop("trajectory", None)
+      res.pop("ok")
+      improved = res["size"] < res["start_size"]
+      info.update(ok=True, improved=improved, **res)
+      writer.add(module.name, [traj] if traj is not None and (improved or anchors) else [],
+                 info)
+      stats["modules"] += 1
+      stats["improved"] += int(improved)
+      for k in ("kept", "compiles", "start_size", "size"):
+        stats[k] += res[k]
+      stats["decisions"] += res["decisions"] if (improved or anchors) else 0
+      change = (stats["size"] / stats["start_size"] - 1) * 100 if stats["start_size"] else 0.0
+      progress.update(extra=f"searched {change:+.2f}% vs the policy, {stats['kept']} flips kept")
+  writer.close()
+  progress.close()
+  stats["seconds"] = time.monotonic() - t0
+  change = (stats["size"] / stats["start_size"] - 1) * 100 if stats["start_size"] else 0.0
+  print(f"search collection written to {output}: {stats['modules']} modules ok "
+        f"({stats['improved']} smaller), {stats['failed']} failed, {stats['kept']} flips "
+        f"kept in {stats['compiles']} compiles; searched {change:+.2f}% against the policy's "
+        f"own compiles; {stats['seconds']:.0f}s", file=stream)
+  return stats

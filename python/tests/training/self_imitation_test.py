@@ -206,5 +206,54 @@ def test_tool_runs_rounds_and_resumes(tiny, tmp_path):
   assert bad.returncode == 2 and "--rounds" in bad.stderr
 
 
+class _Replay:
+  """Answers the stored decisions of one compile, in order."""
+
+  def __init__(self, actions):
+    self.actions, self.i = [int(a) for a in actions], 0
+
+  def act(self, observation):
+    self.i += 1
+    return np.int64(self.actions[self.i - 1])
+
+
+def test_search_collection_stores_the_searched_compile(tmp_path):
+  programs = pathlib.Path(__file__).resolve().parent / "programs"
+  corpus = testing.make_tiny_corpus(tmp_path / "corpus", sorted(programs.glob("*.c*")))
+  policy = testing.shipped_policy("inlining_oz")
+  out = tmp_path / "data"
+  stats = self_imitation.collect_search(corpus, "inlining", policy, out, budget=6,
+                                        split="all")
+  ds = dataset.Dataset(out)
+  assert stats["modules"] == len(ds.modules) == 4 and stats["failed"] == 0
+  assert stats["size"] <= stats["start_size"] and stats["compiles"] <= 4 * 6
+  assert sum(info["decisions"] > 0 for info in ds.modules.values()) >= 3
+  stored = {}
+  for shard in ds.shards():
+    for ti, m in enumerate(shard["traj_module"]):
+      stored[str(m)] = shard["action"][shard["traj"] == ti]
+  problem = get_problem("inlining")
+  from mlgo import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
+  mods = {m.name: m for m in corpus_lib.load_corpus(corpus).modules}
+  for name, info in ds.modules.items():
+    assert info["ok"] and info["size"] <= info["start_size"]
+    assert info["improved"] == (info["size"] < info["start_size"])
+    if info["decisions"] == 0:
+      continue
+    # Anchors on: every module stores its searched compile, and replaying the stored
+    # decisions gives the searched size, byte for byte.
+    assert len(stored[name]) == info["decisions"]
+    r = core.compile_module(mods[name], problem, _Replay(stored[name]))
+    assert r.ok and sum(problem.score_fn(r.reward).values()) == info["size"]
+  again = self_imitation.collect_search(corpus, "inlining", policy, out, budget=6,
+                                        split="all")
+  assert again["modules"] == 0
+  with pytest.raises(ValueError, match="collected with"):
+    self_imitation.collect_search(corpus, "inlining", policy, out, budget=8, split="all")
+  with pytest.raises(ValueError, match="per-function problems"):
+    self_imitation.collect_search(corpus, "regalloc_eviction",
+                                  testing.shipped_policy(PROBLEM), tmp_path / "x")
+
+
 if __name__ == "__main__":
   sys.exit(pytest.main([__file__, "-v"]))
