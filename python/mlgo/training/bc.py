@@ -62,8 +62,13 @@ def spec_from_trace(ds: dataset.Dataset, problem, hidden=None, seed: int = 0,
   return make_spec(problem.name, features, norms, arch, encoding)
 
 
-def _labels(shard):
-  return shard["default_action"] if "default_action" in shard else shard["action"]
+def _labels(shard, taken: bool = False):
+  """What BC imitates: the default's decisions where the trace has them (a default trace
+  of a channel that sends them), else the decisions taken; `taken` (a dataset whose index
+  says "labels": "action", e.g. self_imitation's) always the decisions taken."""
+  if taken or "default_action" not in shard:
+    return shard["action"]
+  return shard["default_action"]
 
 
 def init_weights(arch: dict, input_dim: int, seed: int = 0) -> dict:
@@ -170,13 +175,14 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
     return loss
 
   teacher_policy = policy_io.load_policy(teacher) if teacher else None
+  taken = getattr(ds, "index", {}).get("labels") == "action"
 
   def shard_arrays(shard):
     x = encoder.encode_batch({f["name"]: shard["f/" + f["name"]] for f in spec["features"]})
     if teacher_policy is not None:
       y = teacher_policy.decide_batch({n: shard["f/" + n] for n in teacher_policy.input_names})
     else:
-      y = _labels(shard)
+      y = _labels(shard, taken)
     y = numpy_arch.train_actions(np.asarray(y).reshape(len(x), -1)[:, 0])
     params = numpy_arch.dist_params(x)
     ok = _usable(arch, params, y)

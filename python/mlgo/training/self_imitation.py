@@ -116,6 +116,9 @@ def collect(corpus_dir, problem_name: str, policy_dir, output, samples: int = 3,
   if old is not None and old != recipe:
     raise ValueError(f"{output}: collected with {old}, not {recipe} (give another output dir)")
   writer.index["self_imitation"] = recipe
+  # The stored decisions are the ones to imitate: BC must not take the trajectories'
+  # default_action (the inliner's channel sends the default's answer with every decision).
+  writer.index["labels"] = "action"
   writer.index.setdefault("corpus", str(corpus.path))
   writer.index.setdefault("llvm_version", corpus.llvm_version)
   todo = [m for m in mods if not writer.modules.get(m.name, {}).get("ok")]
@@ -264,6 +267,9 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
   if old is not None and old != recipe:
     raise ValueError(f"{output}: collected with {old}, not {recipe} (give another output dir)")
   writer.index["self_imitation"] = recipe
+  # The stored decisions are the ones to imitate: BC must not take the trajectories'
+  # default_action (the inliner's channel sends the default's answer with every decision).
+  writer.index["labels"] = "action"
   writer.index.setdefault("corpus", str(corpus.path))
   writer.index.setdefault("llvm_version", corpus.llvm_version)
   todo = [m for m in mods if not writer.modules.get(m.name, {}).get("ok")]

@@ -245,6 +245,21 @@ def test_search_collection_stores_the_searched_compile(tmp_path):
     assert len(stored[name]) == info["decisions"]
     r = core.compile_module(mods[name], problem, _Replay(stored[name]))
     assert r.ok and sum(problem.score_fn(r.reward).values()) == info["size"]
+  # BC imitates the stored decisions, not the default's answers the channel also sent
+  # (which the trajectories keep as default_action): a 0-epoch clone of the policy scores
+  # its agreement with the stored decisions.
+  assert ds.index["labels"] == "action"
+  shards = list(ds.shards())
+  acts = np.concatenate([sh["action"] for sh in shards])
+  dflt = np.concatenate([sh["default_action"] for sh in shards])
+  assert (acts != dflt).any()
+  pol = policy_io.load_policy(policy)
+  agree = np.mean(np.concatenate([
+      np.asarray(pol.decide_batch({n: sh["f/" + n] for n in pol.input_names})).reshape(-1)
+      for sh in shards]) == acts)
+  m = bc.train_bc(out, tmp_path / "clone", epochs=0, init_policy=policy,
+                  heldout_fraction=0.0)
+  assert m["train_accuracy"] == pytest.approx(agree)
   again = self_imitation.collect_search(corpus, "inlining", policy, out, budget=6,
                                         split="all")
   assert again["modules"] == 0
