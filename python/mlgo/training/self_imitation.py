@@ -107,21 +107,11 @@ def collect(corpus_dir, problem_name: str, policy_dir, output, samples: int = 3,
   names = candidate_names(samples)
   corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=stream)
   mods = work.select_modules(corpus, split, modules)
-  writer = dataset.DatasetWriter(output, problem_name, problem.features)
   recipe = {"policy": str(policy_dir), "samples": samples, "seed": seed, "margin": margin,
             "max_decisions_per_module": max_decisions_per_module}
   if temperature != 1.0 or not default_candidate:   # older datasets' recipes stay valid
     recipe.update(temperature=temperature, default_candidate=default_candidate)
-  old = writer.index.get("self_imitation")
-  if old is not None and old != recipe:
-    raise ValueError(f"{output}: collected with {old}, not {recipe} (give another output dir)")
-  writer.index["self_imitation"] = recipe
-  # The stored decisions are the ones to imitate: BC must not take the trajectories'
-  # default_action (the inliner's channel sends the default's answer with every decision).
-  writer.index["labels"] = "action"
-  writer.index.setdefault("corpus", str(corpus.path))
-  writer.index.setdefault("llvm_version", corpus.llvm_version)
-  todo = [m for m in mods if not writer.modules.get(m.name, {}).get("ok")]
+  writer, todo = _open_dataset(output, problem, corpus, mods, recipe)
   print(f"best-of-{len(names)} collection: {len(todo)} modules to compile "
         f"({len(mods) - len(todo)} already in {output}), {len(names)} compiles each "
         f"(default, greedy, {samples} samples), problem={problem_name}, jobs={jobs}",
@@ -184,6 +174,22 @@ def collect(corpus_dir, problem_name: str, policy_dir, output, samples: int = 3,
         + ", ".join(f"{n} {c}" for n, c in stats["wins"].items())
         + f"; {stats['seconds']:.0f}s", file=stream)
   return stats
+
+
+def _open_dataset(output, problem, corpus, mods, recipe):
+  """The dataset to append to (refusing one collected with another recipe) and the
+  modules of `mods` it does not hold yet."""
+  writer = dataset.DatasetWriter(output, problem.name, problem.features)
+  old = writer.index.get("self_imitation")
+  if old is not None and old != recipe:
+    raise ValueError(f"{output}: collected with {old}, not {recipe} (give another output dir)")
+  writer.index["self_imitation"] = recipe
+  # The stored decisions are the ones to imitate: BC must not take the trajectories'
+  # default_action (the inliner's channel sends the default's answer with every decision).
+  writer.index["labels"] = "action"
+  writer.index.setdefault("corpus", str(corpus.path))
+  writer.index.setdefault("llvm_version", corpus.llvm_version)
+  return writer, [m for m in mods if not writer.modules.get(m.name, {}).get("ok")]
 
 
 def _choose_module(problem, module_name, names, results, margin, stats,
@@ -260,19 +266,9 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
   if sampling_rate < 1.0:
     rng = random.Random(seed)
     mods = [m for m in mods if rng.random() < sampling_rate]
-  writer = dataset.DatasetWriter(output, problem.name, problem.features)
   recipe = {"policy": str(policy_dir), "search": budget, "seed": seed, "anchors": anchors,
             "sampling_rate": sampling_rate}
-  old = writer.index.get("self_imitation")
-  if old is not None and old != recipe:
-    raise ValueError(f"{output}: collected with {old}, not {recipe} (give another output dir)")
-  writer.index["self_imitation"] = recipe
-  # The stored decisions are the ones to imitate: BC must not take the trajectories'
-  # default_action (the inliner's channel sends the default's answer with every decision).
-  writer.index["labels"] = "action"
-  writer.index.setdefault("corpus", str(corpus.path))
-  writer.index.setdefault("llvm_version", corpus.llvm_version)
-  todo = [m for m in mods if not writer.modules.get(m.name, {}).get("ok")]
+  writer, todo = _open_dataset(output, problem, corpus, mods, recipe)
   print(f"search collection: {len(todo)} modules to search ({len(mods) - len(todo)} already "
         f"in {output}), at most {budget} compiles each, problem={problem.name}, jobs={jobs}",
         file=stream)

@@ -51,11 +51,17 @@ class _Result:
     self.trajectories = trajs
 
 
-def test_choose_module_takes_each_function_from_its_winner(monkeypatch):
+def _scores_from_functions(monkeypatch):
+  """The eviction problem, scoring the fakes above by their per-function costs."""
   problem = get_problem(PROBLEM)
   monkeypatch.setattr(type(problem), "scores",
                       lambda self, m, reward: {f"{m}::{k}": v
                                                for k, v in reward["functions"].items()})
+  return problem
+
+
+def test_choose_module_takes_each_function_from_its_winner(monkeypatch):
+  problem = _scores_from_functions(monkeypatch)
   names = self_imitation.candidate_names(1)
   results = {
       "default": _Result({"f": 10.0, "g": 2.0}, [_Traj("f", 3, 0), _Traj("g", 2, 0),
@@ -81,10 +87,7 @@ def test_choose_module_takes_each_function_from_its_winner(monkeypatch):
 
 
 def test_without_the_default_as_candidate_the_policy_keeps_its_strategy(monkeypatch):
-  problem = get_problem(PROBLEM)
-  monkeypatch.setattr(type(problem), "scores",
-                      lambda self, m, reward: {f"{m}::{k}": v
-                                               for k, v in reward["functions"].items()})
+  problem = _scores_from_functions(monkeypatch)
   names = self_imitation.candidate_names(1)
   results = {
       "default": _Result({"f": 1.0, "g": 2.0, "h": 4.0}, [_Traj("f", 2, 0), _Traj("g", 2, 0),
