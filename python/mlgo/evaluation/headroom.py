@@ -98,7 +98,7 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
   makes the module smaller is kept, and the search goes on after it (an earlier flip
   would hand the later decisions back to `ref`). Returns {"ok", "size", "start_size",
   "compiles", "kept", "decisions"} (and with keep_trajectory the searched compile's
-  "trajectory", the decisions to imitate: training.search_distill) or {"ok": False,
+  "trajectory", the decisions to imitate: self_imitation.collect_search) or {"ok": False,
   "reason"}."""
   from mlgo import env  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)
