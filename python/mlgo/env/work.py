@@ -54,6 +54,14 @@ def compile_one(module, problem_name: str, ref, seed=None, llvm_version: int = 2
   return result, default_result
 
 
+def load_policy_for(policy_dir, problem_name: str):
+  """The policy in `policy_dir`, checked to answer `problem_name`'s decisions."""
+  policy = policy_io.load_policy(policy_dir)
+  if policy.problem != problems_lib.decision_problem(problem_name):
+    raise ValueError(f"{policy_dir}: a policy for {policy.problem}, not for {problem_name}")
+  return policy
+
+
 def select_modules(corpus, split: str = "train", names=None) -> list:
   """The modules a tool compiles: those named in `names` (in corpus order), else the
   split's ("all": every module)."""

@@ -93,14 +93,11 @@ def collect(corpus_dir, problem_name: str, policy_dir, output, samples: int = 3,
   only, and each function's winner is the greedy compile or a sample (the student keeps
   the policy's own strategy; ties go to the greedy compile)."""
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
-  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)
   if problem.key == "module":
     raise ValueError(f"{problem_name}: best-of-N self-imitation needs a problem scored per "
                      "function (its keys are modules, so candidates cannot be mixed)")
-  policy = policy_io.load_policy(policy_dir)
-  if policy.problem != problems_lib.decision_problem(problem_name):
-    raise ValueError(f"{policy_dir}: a policy for {policy.problem}, not for {problem_name}")
+  policy = work.load_policy_for(policy_dir, problem_name)
   default_ref = "trace" if problem.tracer else "default"
   greedy_ref = (policy.spec, policy.arch.w, True)
   sample_ref = (policy.spec, tempered_weights(policy.arch.w, temperature), False)
@@ -141,13 +138,12 @@ def collect(corpus_dir, problem_name: str, policy_dir, output, samples: int = 3,
       bad = [(n, r) for n, r in zip(names, block) if not r.ok or not r.value[0].ok]
       block_results = {n: r.value[0] for n, r in zip(names, block) if r.ok and r.value[0].ok}
       block = []
-      if DEFAULT not in block_results or len(bad) == len(names):
+      if DEFAULT not in block_results:   # bad[0] is then the default's compile
         n, r = bad[0]
-        why = (r.error or "").strip().splitlines()[-1:] if not r.ok else [r.value[0].reason]
-        info.update(ok=False, reason=f"{n}: " + r.where() + (why[0] if why else "cancelled")[:500])
+        info.update(ok=False, reason=f"{n}: " + r.failure(r.value[0].reason if r.ok else ""))
         stats["failed"] += 1
         writer.add(module.name, [], info)
-        progress.update(failed=1)
+        progress.update(failed=1, node=r.node)
         continue
       chosen_trajs, info_extra = _choose_module(problem, module.name, names, block_results,
                                                 margin, stats, default_candidate)
@@ -282,13 +278,12 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
     for r in in_submission_order(pool.results(), ids):
       module = r.item[0]
       info = {"package": module.package, "language": module.language}
-      res = dict(r.value) if r.ok else {"ok": False, "reason": r.error or "cancelled"}
+      res = dict(r.value) if r.ok else {"ok": False}
       if not res.get("ok"):
-        why = str(res.get("reason") or "").strip().splitlines()[-1:]
-        info.update(ok=False, reason=r.where() + (why[0] if why else "failed")[:500])
+        info.update(ok=False, reason=r.failure(str(res.get("reason", ""))))
         stats["failed"] += 1
         writer.add(module.name, [], info)
-        progress.update(failed=1)
+        progress.update(failed=1, node=r.node)
         continue
       traj = res.pop("trajectory", None)
       res.pop("ok")
@@ -302,7 +297,8 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
         stats[k] += res[k]
       stats["decisions"] += res["decisions"] if (improved or anchors) else 0
       change = (stats["size"] / stats["start_size"] - 1) * 100 if stats["start_size"] else 0.0
-      progress.update(extra=f"searched {change:+.2f}% vs the policy, {stats['kept']} flips kept")
+      progress.update(extra=f"searched {change:+.2f}% vs the policy, {stats['kept']} flips kept",
+                      node=r.node)
   writer.close()
   progress.close()
   stats["seconds"] = time.monotonic() - t0

@@ -32,14 +32,10 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
   restricts the trace to those modules of the split. policy_dir: compile with that
   policy (greedy) in the loop instead of the default."""
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
-  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)
   ref = "trace" if problem.tracer else "default"
   if policy_dir is not None:
-    teacher = policy_io.load_policy(policy_dir)
-    if teacher.problem != problems_lib.decision_problem(problem_name):
-      raise ValueError(f"{policy_dir}: a policy for {teacher.problem}, not for "
-                       f"{problem_name}")
+    teacher = work.load_policy_for(policy_dir, problem_name)
     ref = (teacher.spec, teacher.arch.w, True)
   corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=stream)
   modules = work.select_modules(corpus, split, modules)
@@ -73,8 +69,7 @@ def generate_default_trace(corpus_dir, problem_name: str, output, sampling_rate:
       module = r.item[0]
       info = {"package": module.package, "language": module.language}
       if not r.ok or not r.value[0].ok:
-        reason = (r.error or "").strip().splitlines()[-1:] if not r.ok else [r.value[0].reason]
-        info.update(ok=False, reason=r.where() + (reason[0] if reason else "cancelled")[:500])
+        info.update(ok=False, reason=r.failure(r.value[0].reason if r.ok else ""))
         stats["failed"] += 1
         writer.add(module.name, [], info)
         progress.update(failed=1, node=r.node)

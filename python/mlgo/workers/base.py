@@ -25,6 +25,15 @@ class TaskResult:
     message on a cluster says which machine (e.g. the one without clang-22)."""
     return "" if self.node == "local" else f"on {self.node}: "
 
+  def failure(self, value_reason: str = "") -> str:
+    """Why this item failed, for a log or an index: where it ran, then the last line of
+    the worker's error (the item did not return), or `value_reason` (it returned and
+    its own result says it failed), at most 500 characters."""
+    if self.ok:
+      return self.where() + value_reason[:500]
+    last = (self.error or "").strip().splitlines()[-1:]
+    return self.where() + (last[0] if last else "cancelled")[:500]
+
 
 def in_submission_order(results: Iterable[TaskResult], ids) -> Iterator[TaskResult]:
   """`results` in the order of `ids` (the task ids as submitted): a result that finishes
