@@ -84,13 +84,13 @@ def test_one_training_iteration_same_trajectories(cluster, corpus, tmp_path):
 
 
 def test_evaluate_survives_a_node_dying_mid_run(corpus, tmp_path, monkeypatch):
-  """The second node's raylet is killed while evaluate runs (after its second result):
-  the node's compiles are re-run on the head and the summary is the process pool's."""
-  killed_at = []
+  """The second node's raylet is killed while evaluate runs (once both nodes have returned
+  a result): the node's compiles are re-run on the head and the summary is the process
+  pool's."""
   ref = evaluation.evaluate("inlining", corpus, POLICY, tmp_path / "process", split="all",
                             pool_kind="process", use_cache=False)
   ray_pool.disconnect()
-  nodes = []
+  nodes, killed_at = [], []
   with ray_cluster.LocalCluster(head_cpus=1, node_cpus=(1,),
                                 env={"MLGO_HOME": str(tmp_path / "home")}) as c:
     orig = ray_pool.RayPool.results
@@ -98,29 +98,36 @@ def test_evaluate_survives_a_node_dying_mid_run(corpus, tmp_path, monkeypatch):
     def results_then_kill(self, deadline=None):
       for r in orig(self, deadline):
         nodes.append(r.node)
-        if len(set(nodes)) == 2 and not killed_at:   # both nodes are working
+        # Both nodes are working, and 2+ of the 8 items are left for after the kill.
+        if len(set(nodes)) == 2 and len(nodes) <= 6 and not killed_at:
           c.kill_node()
           killed_at.append(len(nodes))
         yield r
     assert len(c.warm()) == 2   # before the patch: warm-up results do not count
     ray = ray_pool.connect(c.address)
     # A first run ships the plugin and support files to both nodes, so the second node's
-    # first compile is not slowed by fetching them while the head works through the rest
-    # (without it, the head once finished 7 of 8 before the second node returned one).
+    # first compile is not slowed by fetching them while the head works through the rest.
     warm = evaluation.evaluate("inlining", corpus, POLICY, tmp_path / "warm", split="all",
                                pool_kind="ray", use_cache=False)
     assert warm["line"] == ref["line"]
     monkeypatch.setattr(ray_pool.RayPool, "results", results_then_kill)
     dead = next(n["NodeID"][:8] for n in ray.nodes() if n["NodeManagerPort"] == c.node_ports[0])
+    # Ray reuses a busy node's worker for queued items, so the head alone sometimes does
+    # (nearly) all 8 (one CI run in ~20): a run without the kill is repeated (its summary must
+    # still be the process pool's), up to 4 runs.
     try:
-      got = evaluation.evaluate("inlining", corpus, POLICY, tmp_path / "ray", split="all",
-                                pool_kind="ray", use_cache=False)
+      for run in range(4):
+        nodes.clear()
+        got = evaluation.evaluate("inlining", corpus, POLICY, tmp_path / f"ray{run}",
+                                  split="all", pool_kind="ray", use_cache=False)
+        assert got["line"] == ref["line"]
+        if killed_at:
+          break
     finally:
       ray_pool.disconnect()
   assert len(nodes) == 8 and killed_at and killed_at[0] < 8
   assert any(n.endswith(dead) for n in nodes[:killed_at[0]])   # it worked, then died
   assert not nodes[-1].endswith(dead)                          # the rest ran on the head
-  assert got["line"] == ref["line"]
 
 
 def test_prepare_on_the_cluster_gives_the_same_llc_corpus(cluster, corpus, tmp_path,
