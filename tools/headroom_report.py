@@ -42,6 +42,8 @@ def main(argv=None) -> int:
   ap.add_argument("--search", type=int, default=0,
                   help="also a greedy search over single decisions, at most this many "
                        "compiles a module, from --policy's compile (or the default's)")
+  ap.add_argument("--search_seconds", type=float, default=None,
+                  help="with --search: a module's search stops after this much wall time")
   ap.add_argument("--output", default="headroom")
   ap.add_argument("--jobs", type=int, default=2)
   ap.add_argument("--timeout", type=float, default=300.0)
@@ -55,8 +57,8 @@ def main(argv=None) -> int:
     s = headroom.run(a.problem, corpus_lib.corpus_arg(a.corpus), user_path(a.output),
                      policy=policy_path(a.policy) if a.policy else None, split=split,
                      thresholds=_numbers(a.thresholds, int),
-                     shifts=_numbers(a.shifts, float), search=a.search, jobs=a.jobs,
-                     timeout=a.timeout)
+                     shifts=_numbers(a.shifts, float), search=a.search,
+                     search_seconds=a.search_seconds, jobs=a.jobs, timeout=a.timeout)
   except ValueError as e:
     print(f"headroom_report: {e}", file=sys.stderr)
     return 2

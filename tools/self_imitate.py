@@ -47,6 +47,9 @@ def main(argv=None):
   ap.add_argument("--search", type=int, default=0,
                   help="per-module problems: a greedy search of at most N compiles a module "
                        "instead of per-function candidates")
+  ap.add_argument("--search_seconds", type=float, default=None,
+                  help="with --search: a module's search stops after this much wall time "
+                       "(the best compile so far is kept)")
   ap.add_argument("--sampling_rate", type=float, default=1.0,
                   help="with --search: a seeded share of the split's modules")
   ap.add_argument("--no_anchors", action="store_true",
@@ -65,6 +68,8 @@ def main(argv=None):
     ap.error("--samples must be >= 0, --rounds >= 1 and --temperature > 0")
   if a.search and (a.search < 2 or not 0 < a.sampling_rate <= 1):
     ap.error("--search needs at least 2 compiles a module and 0 < --sampling_rate <= 1")
+  if a.search_seconds is not None and (not a.search or a.search_seconds <= 0):
+    ap.error("--search_seconds needs --search and a positive number of seconds")
   if a.no_default_candidate and a.samples == 0:
     ap.error("--no_default_candidate needs --samples >= 1 (else the greedy compile is "
              "the only candidate)")
@@ -87,7 +92,8 @@ def main(argv=None):
                                     budget=a.search, jobs=a.jobs, timeout=a.timeout,
                                     seed=a.seed + 1000 * r, split=a.split,
                                     sampling_rate=a.sampling_rate,
-                                    anchors=not a.no_anchors)
+                                    anchors=not a.no_anchors,
+                                    max_seconds=a.search_seconds)
     else:
       self_imitation.collect(corpus_dir, a.problem, start, rdir / "data", samples=a.samples,
                              jobs=a.jobs, timeout=a.timeout, seed=a.seed + 1000 * r,

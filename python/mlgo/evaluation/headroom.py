@@ -25,6 +25,7 @@ import csv
 import json
 import pathlib
 import sys
+import time
 import zlib
 
 import numpy as np
@@ -90,19 +91,24 @@ def _problem_for(problem_name: str, policy, ref):
 
 
 def search_module(module, problem_name: str, ref, budget: int, llvm_version: int,
-                  timeout: float, seed: int = 0, keep_trajectory: bool = False) -> dict:
+                  timeout: float, seed: int = 0, keep_trajectory: bool = False,
+                  max_seconds: float | None = None) -> dict:
   """Work item: greedy search over single decisions, at most `budget` compiles. From the
   compile of `ref` (a policy ref, or "default"), try flipping one decision at a time
   (least confident first for a policy; a seeded random order for the default), with the
   decisions before it replayed and `ref` deciding after it (PrefixFlip). A flip that
   makes the module smaller is kept, and the search goes on after it (an earlier flip
-  would hand the later decisions back to `ref`). Returns {"ok", "size", "start_size",
-  "compiles", "kept", "decisions"} (and with keep_trajectory the searched compile's
+  would hand the later decisions back to `ref`). `max_seconds`: no flip is tried once
+  that much wall time has gone (counting the start compile; a module whose compile takes
+  minutes gets a few tries, not `budget`). Returns {"ok", "size", "start_size",
+  "compiles", "kept", "decisions", "stopped" ("budget", "time" or "tried": every flip
+  after the last kept one)} (and with keep_trajectory the searched compile's
   "trajectory", the decisions to imitate: self_imitation.collect_search) or {"ok": False,
   "reason"}."""
   from mlgo import env  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)
   rng = np.random.default_rng([seed, zlib.crc32(module.name.encode())])
+  deadline = None if max_seconds is None else time.monotonic() + max_seconds
 
   def compile_with(policy):
     r = env.compile_module(module, problem, policy, llvm_version=llvm_version,
@@ -122,9 +128,12 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
   if size is None:
     return {"ok": False, "reason": f"start compile: {why}"}
   start_size, compiles, kept, lo = size, 1, 0, 0
-  tried = set()
+  tried, stopped = set(), None
   order = least_sure_first(traj) if ref != "default" and traj is not None else None
   while compiles < budget and traj is not None and len(traj.actions):
+    if deadline is not None and time.monotonic() >= deadline:
+      stopped = "time"
+      break
     # The default has no logits: a fresh seeded draw each try (a random untried decision).
     todo = order if ref != "default" else rng.permutation(len(traj.actions))
     cand = [int(i) for i in todo if i >= lo and int(i) not in tried]
@@ -138,8 +147,10 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
       size, traj, lo, kept, tried = s2, t2, at + 1, kept + 1, set()
       if ref != "default":
         order = least_sure_first(traj)
+  stopped = stopped or ("budget" if compiles >= budget else "tried")
   out = {"ok": True, "size": size, "start_size": start_size, "compiles": compiles,
-         "kept": kept, "decisions": len(traj.actions) if traj is not None else 0}
+         "kept": kept, "decisions": len(traj.actions) if traj is not None else 0,
+         "stopped": stopped}
   if keep_trajectory:
     out["trajectory"] = traj
   return out
@@ -148,11 +159,12 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
 def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "heldout",
         thresholds=DEFAULT_THRESHOLDS, shifts=DEFAULT_SHIFTS, variants=None, jobs: int = 2,
         timeout: float = 300.0, pool_kind: str | None = None, use_cache: bool = True,
-        search: int = 0, stream=None) -> dict:
+        search: int = 0, search_seconds: float | None = None, stream=None) -> dict:
   """Compiles every module of `split` with the default and each variant (module
   docstring); `variants` ([(name, policy)]) replaces the ones built from thresholds,
   policy and shifts; search > 0 adds the greedy search with that many compiles a module
-  (from the policy's compile, or the default's without a policy). Returns the summary
+  (from the policy's compile, or the default's without a policy), each search stopping
+  after `search_seconds` of wall time if given. Returns the summary
   (also OUTPUT/summary.json)."""
   stream = stream or sys.stdout
   ref = work.policy_ref(str(policy)) if policy is not None else None   # loaded once
@@ -216,13 +228,13 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
       for _, pol in variants:
         if isinstance(pol, tuple) and pol[0] == "search":
           ids.append(pool.submit(search_module, m, problem.name, pol[1], search,
-                                 corpus.llvm_version, timeout))
+                                 corpus.llvm_version, timeout, 0, False, search_seconds))
         else:
           ids.append(pool.submit(compile_pair, m, problem.name, pol, corpus.llvm_version,
                                  timeout, defaults[m.name]))
     slots = [(m, name) for m in ok_modules for name in names]
     pos = {tid: i for i, tid in enumerate(ids)}
-    searched = {"compiles": 0, "kept": 0}
+    searched = {"compiles": 0, "kept": 0, "stopped_by_time": 0}
     for r in in_submission_order(pool.results(), ids):
       m, name = slots[pos[r.task_id]]
       p = r.value if r.ok else {"ok": False, "reason": (r.error or "cancelled")}
@@ -232,6 +244,7 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
         scores[m.name][name] = float(p["size"])
         searched["compiles"] += p["compiles"]
         searched["kept"] += p["kept"]
+        searched["stopped_by_time"] += int(p["stopped"] == "time")
         progress.extra = f"search: {searched['kept']} flips kept"
       elif p["ok"]:
         scores[m.name][name] = sum(p["scores"].values())
@@ -252,7 +265,7 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
                  **{n: scores[m.name].get(n) for n in names}})
   summary = _summary(problem, corpus, split, rows, names, failed)
   if search:
-    summary["search"] = dict(searched, budget=search,
+    summary["search"] = dict(searched, budget=search, max_seconds=search_seconds,
                              start="default" if search_ref == "default" else str(policy))
   _write(out, rows, names, failed, summary)
   _print(summary, stream)

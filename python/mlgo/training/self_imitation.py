@@ -242,7 +242,8 @@ def _choose_module(problem, module_name, names, results, margin, stats,
 def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: int = 64,
                    jobs: int = 2, timeout: float = 300.0, seed: int = 0,
                    split: str = "train", sampling_rate: float = 1.0, anchors: bool = True,
-                   modules=None, pool_kind: str | None = None, stream=sys.stderr) -> dict:
+                   modules=None, pool_kind: str | None = None, max_seconds: float | None = None,
+                   stream=sys.stderr) -> dict:
   """The per-module form, for problems scored per module (the size inliner): per module
   the greedy search of mlgo.evaluation.headroom (from the policy's compile, flip one
   decision at a time, keep a flip when the module gets smaller; at most `budget`
@@ -250,7 +251,8 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
   but for the kept flips, so nothing is mixed; its decisions are stored to imitate.
   anchors: modules the search did not shrink store the policy's own decisions too (the
   student keeps what it did there). `sampling_rate`: a seeded share of the split's
-  modules. Appendable and resumable like collect()."""
+  modules. `max_seconds`: a module's search stops after that much wall time (a module
+  whose compile takes minutes would hold a worker for hours). Appendable and resumable like collect()."""
   import random  # pylint: disable=import-outside-toplevel
   from mlgo.evaluation import headroom  # pylint: disable=import-outside-toplevel
   ref = work.policy_ref(str(policy_dir))
@@ -264,17 +266,20 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
     mods = [m for m in mods if rng.random() < sampling_rate]
   recipe = {"policy": str(policy_dir), "search": budget, "seed": seed, "anchors": anchors,
             "sampling_rate": sampling_rate}
+  if max_seconds is not None:   # absent when unset: uncapped collections still resume
+    recipe["max_seconds"] = max_seconds
   writer, todo = _open_dataset(output, problem, corpus, mods, recipe)
   print(f"search collection: {len(todo)} modules to search ({len(mods) - len(todo)} already "
         f"in {output}), at most {budget} compiles each, problem={problem.name}, jobs={jobs}",
         file=stream)
   progress = Progress("search", len(todo), stream=stream)
   stats = {"modules": 0, "failed": 0, "improved": 0, "kept": 0, "compiles": 0,
-           "decisions": 0, "start_size": 0.0, "size": 0.0, "seconds": 0.0}
+           "decisions": 0, "start_size": 0.0, "size": 0.0, "seconds": 0.0,
+           "stopped_by_time": 0}
   t0 = time.monotonic()
   with make_pool(pool_kind, jobs) as pool:
     ids = [pool.submit(headroom.search_module, m, problem.name, ref, budget,
-                       corpus.llvm_version, timeout, seed, True) for m in todo]
+                       corpus.llvm_version, timeout, seed, True, max_seconds) for m in todo]
     for r in in_submission_order(pool.results(), ids):
       module = r.item[0]
       info = {"package": module.package, "language": module.language}
@@ -293,6 +298,7 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
                  info)
       stats["modules"] += 1
       stats["improved"] += int(improved)
+      stats["stopped_by_time"] += int(res["stopped"] == "time")
       for k in ("kept", "compiles", "start_size", "size"):
         stats[k] += res[k]
       stats["decisions"] += res["decisions"] if (improved or anchors) else 0
@@ -305,6 +311,7 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
   change = (stats["size"] / stats["start_size"] - 1) * 100 if stats["start_size"] else 0.0
   print(f"search collection written to {output}: {stats['modules']} modules ok "
         f"({stats['improved']} smaller), {stats['failed']} failed, {stats['kept']} flips "
-        f"kept in {stats['compiles']} compiles; searched {change:+.2f}% against the policy's "
+        f"kept in {stats['compiles']} compiles ({stats['stopped_by_time']} searches stopped "
+        f"by --search_seconds); searched {change:+.2f}% against the policy's "
         f"own compiles; {stats['seconds']:.0f}s", file=stream)
   return stats

@@ -102,6 +102,22 @@ def test_search_keeps_only_flips_that_shrink(corpus, tmp_path):
     headroom.run("inlining", corpus, tmp_path / "x", search=-1)
 
 
+def test_search_seconds_stops_a_search_after_its_start_compile(corpus, tmp_path):
+  """With no time left after the start compile, no flip is tried: one compile a module,
+  every search counted as stopped by time, sizes the policy's own; with time enough the
+  same search runs to its budget."""
+  s = headroom.run("inlining", corpus, tmp_path / "t", policy=POLICY, split="all",
+                   thresholds=(), shifts=(0.0,), search=6, search_seconds=0.0,
+                   pool_kind="thread")
+  assert s["search"]["compiles"] == s["modules"] == s["search"]["stopped_by_time"]
+  assert s["search"]["kept"] == 0 and s["search"]["max_seconds"] == 0.0
+  assert all(float(r["search6"]) == float(r["policy+0"]) for r in _rows(tmp_path / "t"))
+  long = headroom.run("inlining", corpus, tmp_path / "l", policy=POLICY, split="all",
+                      thresholds=(), shifts=(0.0,), search=6, search_seconds=3600.0,
+                      pool_kind="thread")
+  assert long["search"]["stopped_by_time"] == 0 and long["search"]["kept"] >= 1
+
+
 def test_prefix_flip_replays_then_flips_then_hands_over():
   then = ThresholdShift(0)
   f = PrefixFlip([1, 0, 1, 1], 2, then)

@@ -268,6 +268,9 @@ def test_search_collection_stores_the_searched_compile(tmp_path):
   assert again["modules"] == 0
   with pytest.raises(ValueError, match="collected with"):
     self_imitation.collect_search(corpus, "inlining", policy, out, budget=8, split="all")
+  with pytest.raises(ValueError, match="collected with"):   # a time cap is part of the recipe
+    self_imitation.collect_search(corpus, "inlining", policy, out, budget=6, split="all",
+                                  max_seconds=30.0)
   with pytest.raises(ValueError, match="per-function problems"):
     self_imitation.collect_search(corpus, "regalloc_eviction",
                                   testing.shipped_policy(PROBLEM), tmp_path / "x")
