@@ -8,7 +8,10 @@ allocations.
 Per module (the size inliner): a greedy search over single decisions from the policy's
 compile (--search=N compiles a module; mlgo.evaluation.headroom), its decisions imitated.
   bazel run //tools:self_imitate -- --problem=inlining --policy=models/inlining_oz_ctx \
-      --output=DIR --search=64 [--sampling_rate=0.25] [--no_anchors] [--corpus=DIR]
+      --output=DIR --search=64 [--search_seconds=30] [--sampling_rate=0.25] [--no_anchors]
+      [--imitate_deferred] [--corpus=DIR]
+  A policy that defers to clang (models/inlining_oz_ctx) is fine-tuned on the decisions
+  its network made and the ones the search flipped, not on clang's answers it passed on.
 
 Round r writes DIR/round<r>/data (the per-function winners' decisions, a trajectory
 dataset) and DIR/round<r>/policy (the fine-tuned policy); round r+1 starts from it.
@@ -54,6 +57,10 @@ def main(argv=None):
                   help="with --search: a seeded share of the split's modules")
   ap.add_argument("--no_anchors", action="store_true",
                   help="with --search: store only the modules the search made smaller")
+  ap.add_argument("--imitate_deferred", action="store_true",
+                  help="also clone the decisions a deferring policy handed to the compiler "
+                       "(default: left out unless the search flipped them; bc.train_bc "
+                       "skip_deferred)")
   ap.add_argument("--max_decisions_per_module", type=int, default=400,
                   help="seeded sample of each module's kept decisions (0: all)")
   ap.add_argument("--bc_epochs", type=int, default=10)
@@ -75,6 +82,7 @@ def main(argv=None):
              "the only candidate)")
   from mlgo import corpus  # pylint: disable=import-outside-toplevel
   from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
+  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
   from mlgo.training import bc, self_imitation  # pylint: disable=import-outside-toplevel
   corpus_dir = corpus.corpus_arg(a.corpus, get_problem(a.problem).corpus_opt)
   out = pathlib.Path(user_path(a.output))
@@ -101,9 +109,10 @@ def main(argv=None):
                              max_decisions_per_module=a.max_decisions_per_module,
                              margin=a.margin, temperature=a.temperature,
                              default_candidate=not a.no_default_candidate)
+    defers = policy_io.load_policy(start).defers
     bc.train_bc(rdir / "data", rdir / "policy.tmp", epochs=a.bc_epochs,
                 learning_rate=a.bc_learning_rate, label_smoothing=0.0, seed=a.seed,
-                init_policy=start)
+                init_policy=start, skip_deferred=defers and not a.imitate_deferred)
     (rdir / "policy.tmp").rename(pol)   # a round counts as done only when its policy is whole
     start = pol
   print(f"self-imitation: last policy {start}", file=sys.stderr)

@@ -127,21 +127,40 @@ class Policy:
   def _deferral_rule(self, raw: np.ndarray, params: dict):
     """The first deferral rule that holds for this raw input (nonzero, below, outside,
     margin), or None."""
-    if self.defer_nonzero and np.any(raw[self.defer_nonzero_at] != 0):
-      return "nonzero"
-    if len(self.defer_below) and np.any(raw[self.defer_below_at] < self.defer_below):
-      return "below"
+    rules = self._deferral_rules(raw[None, :], params["logits"][:1])
+    return rules[0] or None
+
+  def _deferral_rules(self, raw: np.ndarray, logits: np.ndarray) -> np.ndarray:
+    """Per row of raw inputs [N, D] (and the network's logits [N, A]): the name of the
+    first deferral rule that holds, in the order nonzero, below, outside, margin, or ""."""
+    out = np.full(len(raw), "", dtype=object)
+
+    def mark(rows, name):
+      out[(out == "") & rows] = name
+    if self.defer_nonzero:
+      mark(np.any(raw[:, self.defer_nonzero_at] != 0, axis=1), "nonzero")
+    if len(self.defer_below):
+      mark(np.any(raw[:, self.defer_below_at] < self.defer_below, axis=1), "below")
     if self.defer_outside:
       with np.errstate(invalid="ignore"):   # NaN is inside (as in the TF graph)
-        if np.any((raw > self.defer_high) | (raw < self.defer_low)):
-          return "outside"
+        mark(np.any((raw > self.defer_high) | (raw < self.defer_low), axis=1), "outside")
     if self.defer_margin:
-      lg = params["logits"][0].astype(np.float64)
-      p = np.exp(lg - lg.max())
-      p = np.sort(p / p.sum())
-      if p[-1] - p[-2] < self.defer_margin:
-        return "margin"
-    return None
+      lg = np.asarray(logits, np.float64)
+      p = np.exp(lg - lg.max(axis=1, keepdims=True))
+      p = np.sort(p / p.sum(axis=1, keepdims=True), axis=1)
+      mark(p[:, -1] - p[:, -2] < self.defer_margin, "margin")
+    return out
+
+  def deferred_batch(self, features: dict) -> np.ndarray:
+    """features: name -> [N, *shape] -> bool [N]: the decisions this (greedy) policy
+    hands to the compiler (any deferral rule holds)."""
+    if not self.defers:
+      return np.zeros(len(next(iter(features.values()))), bool)
+    n = len(next(iter(features.values())))
+    raw = np.concatenate([np.asarray(features[f], np.float64).reshape(n, -1)
+                          for f in self.input_names], axis=1)
+    logits = self.dist_params_batch(features)["logits"]
+    return self._deferral_rules(raw, logits) != ""
 
   def encode_batch(self, features: dict) -> np.ndarray:
     """features: name -> [N, *shape] -> encoded float32 [N, D]."""

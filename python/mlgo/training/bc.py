@@ -105,7 +105,7 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
              label_smoothing: float = 0.1, explore_eps: float = 0.0,
              explore_tau: float = 20.0, teacher=None, time_budget: float | None = None,
              architecture_options=None, encoding: str = "quantile", init_policy=None,
-             stream=sys.stderr) -> dict:
+             skip_deferred: bool = False, stream=sys.stderr) -> dict:
   """Trains the problem's own actor network (mlgo.training.networks, the one PPO
   trains) to imitate the trace's default decisions.
 
@@ -126,7 +126,11 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   encoding="slog", mlgo.policy.normalization). time_budget: stop after the epoch that
   passes it (seconds). init_policy: a policy dir to start from (its normalization,
   architecture and weights) instead of a fresh network fitted to the trace: fine-tuning
-  a trained policy towards the trace's labels (self_imitation)."""
+  a trained policy towards the trace's labels (self_imitation). skip_deferred (with a
+  deferring init_policy): leave out the decisions it hands to the compiler whose label is
+  the compiler's answer; the network never made them, and imitating them would teach it
+  the compiler's answers exactly where it was unsure (a label that departs from the
+  compiler there, e.g. a searched flip, is kept)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
   from mlgo.training import networks  # pylint: disable=import-outside-toplevel
@@ -175,6 +179,8 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
     return loss
 
   teacher_policy = policy_io.load_policy(teacher) if teacher else None
+  if skip_deferred and (init_policy is None or not start.defers):
+    raise ValueError("skip_deferred needs an init_policy that defers to the compiler")
   taken = getattr(ds, "index", {}).get("labels") == "action"
 
   def shard_arrays(shard):
@@ -186,6 +192,13 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
     y = numpy_arch.train_actions(np.asarray(y).reshape(len(x), -1)[:, 0])
     params = numpy_arch.dist_params(x)
     ok = _usable(arch, params, y)
+    left_out = np.zeros(len(x), bool)
+    if skip_deferred:
+      key = "f/" + start.defer_feature
+      answer = shard[key] if key in shard else shard["default_action"]
+      left_out = start.deferred_batch({n: shard["f/" + n] for n in start.input_names}) & (
+          y == np.asarray(answer).reshape(len(x), -1)[:, 0]) & ok
+      ok = ok & ~left_out
     held = np.array([heldout_module(m, heldout_fraction) for m in shard["traj_module"]])[
         shard["traj"]]
     target = None
@@ -207,7 +220,7 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
       else:
         target = onehot * (1 - label_smoothing) + valid * (label_smoothing / n_valid)
       target = target.astype(np.float32)
-    return x, y, held, ok, target
+    return x, y, held, ok, target, left_out
 
   # Encoding a shard (and the labels' validity, a forward pass) does not change between
   # epochs: do it once when the encoded trace fits in memory, else once per epoch.
@@ -223,7 +236,7 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
         f"inputs, {epochs} epochs", file=stream)
   for epoch in range(epochs):
     losses = []
-    for x, y, held, ok, target in arrays():
+    for x, y, held, ok, target, _ in arrays():
       use = np.flatnonzero(ok & ~held)
       order = use[rng.permutation(len(use))]
       for s in range(0, len(order), batch_size):
@@ -244,7 +257,9 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   per_class = {}
   ent_sum, ent_n = 0.0, 0
   preds = {"train": ([], []), "heldout": ([], [])}
-  for x, y, held, ok, _ in arrays():
+  left_out_total = 0
+  for x, y, held, ok, _, left_out in arrays():
+    left_out_total += int(left_out.sum())
     params = policy.arch.dist_params(x)
     ent_sum += float(policy.arch.entropy(params).sum())
     ent_n += len(x)
@@ -267,7 +282,8 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
              "explore_eps": explore_eps, "explore_tau": explore_tau,
              "trace": (",".join(map(str, trace_dir)) if isinstance(trace_dir, (list, tuple))
                        else str(trace_dir)), "teacher": str(teacher) if teacher else None,
-             "init_policy": str(init_policy) if init_policy else None}
+             "init_policy": str(init_policy) if init_policy else None,
+             "left_out_deferred": left_out_total}
   if categorical:
     acc = {k: (v[0] / v[1] if v[1] else float("nan")) for k, v in counts.items()}
     metrics.update(
@@ -285,6 +301,8 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
       metrics[f"{name}_mean_abs_error"] = float(np.mean(np.abs(p - y))) if len(y) else float("nan")
     summary = (f"order agreement train {metrics['train_order_agreement']:.4f}, held out "
                f"{metrics['heldout_order_agreement']:.4f}")
+  if skip_deferred:
+    summary += f"; {left_out_total} of the init policy's deferred decisions left out"
   metrics["seconds"] = time.monotonic() - t_start
   out = policy_io.write_policy_dir(output, spec, weights)
   with open(pathlib.Path(out) / "bc_metrics.json", "w") as f:

@@ -279,6 +279,7 @@ def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
   rows = _compile_programs(_RawRecorder, base, shipped, problem, tmp_path,
                           PROGRAMS + [ROOT / "testdata" / "programs" / "catch_rethrow.cpp"])
   first = {}   # the first rule that held, in the policy's order of checks
+  whys = []
   small = 0     # decisions in a module under the gate, whatever rule came first
   for raw, b, default, got in rows:
     lg = base.arch.dist_params(base.normalizer.encode_one(raw)[None, :])["logits"][0]
@@ -289,6 +290,7 @@ def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
              "margin": abs(p[1] - p[0]) < d["margin"]}
     small += bool(rules["below"])
     why = next((k for k, held in rules.items() if held), None)
+    whys.append(why)
     if why:
       first[why] = first.get(why, 0) + 1
     assert got == (default if why else b)
@@ -299,3 +301,11 @@ def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
   # (beyond the gate) defers some.
   assert small > 0 and network > 0
   assert shipped.deferred > small
+  # The batch form (BC's skip_deferred reads it) names the same rule for every decision.
+  raw = np.stack([r[0] for r in rows])
+  ends = np.cumsum(base.sizes)
+  feats = {n: raw[:, e - k:e] for n, k, e in zip(base.input_names, base.sizes, ends)}
+  np.testing.assert_array_equal(shipped.deferred_batch(feats), [w is not None for w in whys])
+  lg = base.dist_params_batch(feats)["logits"]
+  assert list(shipped._deferral_rules(raw, lg)) == [w or "" for w in whys]  # pylint: disable=protected-access
+  assert not base.deferred_batch(feats).any()   # a policy without deferrals defers nothing

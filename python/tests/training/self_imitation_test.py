@@ -276,5 +276,32 @@ def test_search_collection_stores_the_searched_compile(tmp_path):
                                   testing.shipped_policy(PROBLEM), tmp_path / "x")
 
 
+def test_clone_leaves_out_the_decisions_the_policy_deferred(tmp_path):
+  """BC from a deferring policy with skip_deferred: the decisions it handed to clang whose
+  label is clang's answer are not imitated (the network never made them); the rest are."""
+  programs = pathlib.Path(__file__).resolve().parent / "programs"
+  corpus = testing.make_tiny_corpus(tmp_path / "corpus", sorted(programs.glob("*.c*")))
+  policy = testing.shipped_policy("inlining_oz_ir2vec_defer")
+  out = tmp_path / "data"
+  self_imitation.collect_search(corpus, "inlining", policy, out, budget=2, split="all")
+  pol = policy_io.load_policy(policy)
+  shards = list(dataset.Dataset(out).shards())
+  feats = {n: np.concatenate([sh["f/" + n] for sh in shards]) for n in pol.input_names}
+  acts = np.concatenate([sh["action"] for sh in shards]).reshape(-1)
+  dflt = np.concatenate([sh["default_action"] for sh in shards]).reshape(-1)
+  deferred = pol.deferred_batch(feats)
+  left_out = int((deferred & (acts == dflt)).sum())
+  assert 0 < left_out < len(acts)
+  m = bc.train_bc(out, tmp_path / "clone", epochs=0, init_policy=policy,
+                  heldout_fraction=0.0, skip_deferred=True)
+  assert m["left_out_deferred"] == left_out
+  assert m["train_decisions"] == len(acts) - left_out
+  full = bc.train_bc(out, tmp_path / "clone_all", epochs=0, init_policy=policy,
+                     heldout_fraction=0.0)
+  assert full["left_out_deferred"] == 0 and full["train_decisions"] == len(acts)
+  with pytest.raises(ValueError, match="defers to the compiler"):
+    bc.train_bc(out, tmp_path / "x", epochs=0, skip_deferred=True)
+
+
 if __name__ == "__main__":
   sys.exit(pytest.main([__file__, "-v"]))
