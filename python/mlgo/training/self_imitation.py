@@ -252,7 +252,8 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
   anchors: modules the search did not shrink store the policy's own decisions too (the
   student keeps what it did there). `sampling_rate`: a seeded share of the split's
   modules. `max_seconds`: a module's search stops after that much wall time (a module
-  whose compile takes minutes would hold a worker for hours). Appendable and resumable like collect()."""
+  whose compile takes minutes would hold a worker for hours). Appendable and resumable
+  like collect()."""
   import random  # pylint: disable=import-outside-toplevel
   from mlgo.evaluation import headroom  # pylint: disable=import-outside-toplevel
   ref = work.policy_ref(str(policy_dir))
