@@ -154,20 +154,22 @@ class Policy:
   def deferred_batch(self, features: dict) -> np.ndarray:
     """features: name -> [N, *shape] -> bool [N]: the decisions this (greedy) policy
     hands to the compiler (any deferral rule holds)."""
+    raw = self.raw_batch(features)
     if not self.defers:
-      return np.zeros(len(next(iter(features.values()))), bool)
-    n = len(next(iter(features.values())))
-    raw = np.concatenate([np.asarray(features[f], np.float64).reshape(n, -1)
-                          for f in self.input_names], axis=1)
-    logits = self.dist_params_batch(features)["logits"]
+      return np.zeros(len(raw), bool)
+    logits = self.arch.dist_params(self.normalizer.encode_scalar_rows(raw))["logits"]
     return self._deferral_rules(raw, logits) != ""
+
+  def raw_batch(self, features: dict) -> np.ndarray:
+    """features: name -> [N, *shape] -> the raw input rows, float64 [N, D] (raw_vector's
+    order)."""
+    n = len(next(iter(features.values())))
+    return np.concatenate([np.asarray(features[f], np.float64).reshape(n, -1)
+                           for f in self.input_names], axis=1)
 
   def encode_batch(self, features: dict) -> np.ndarray:
     """features: name -> [N, *shape] -> encoded float32 [N, D]."""
-    n = len(next(iter(features.values())))
-    x = np.concatenate([np.asarray(features[f], np.float64).reshape(n, -1)
-                        for f in self.input_names], axis=1)
-    return self.normalizer.encode_scalar_rows(x)
+    return self.normalizer.encode_scalar_rows(self.raw_batch(features))
 
   def dist_params_batch(self, features: dict) -> dict:
     return self.arch.dist_params(self.encode_batch(features))
