@@ -9,9 +9,12 @@ Per module (the size inliner): a greedy search over single decisions from the po
 compile (--search=N compiles a module; mlgo.evaluation.headroom), its decisions imitated.
   bazel run //tools:self_imitate -- --problem=inlining --policy=models/inlining_oz_ctx \
       --output=DIR --search=64 [--search_seconds=30] [--sampling_rate=0.25] [--no_anchors]
-      [--imitate_deferred] [--corpus=DIR]
+      [--imitate_deferred] [--floor_default] [--corpus=DIR]
   A policy that defers to clang (models/inlining_oz_ctx) is fine-tuned on the decisions
   its network made and the ones the search flipped, not on clang's answers it passed on.
+  --floor_default: a module's search starts from clang's compile where that is smaller
+  than the policy's, and every module the policy makes bigger than clang is searched
+  besides the sample (what a clone imitates is never bigger than clang's answer).
 
 Round r writes DIR/round<r>/data (the per-function winners' decisions, a trajectory
 dataset) and DIR/round<r>/policy (the fine-tuned policy); round r+1 starts from it.
@@ -57,6 +60,9 @@ def main(argv=None):
                   help="with --search: a seeded share of the split's modules")
   ap.add_argument("--no_anchors", action="store_true",
                   help="with --search: store only the modules the search made smaller")
+  ap.add_argument("--floor_default", action="store_true",
+                  help="with --search: start from clang's compile where it is smaller, and "
+                       "search every module the policy grows besides the sample")
   ap.add_argument("--imitate_deferred", action="store_true",
                   help="also clone the decisions a deferring policy handed to the compiler "
                        "(default: left out unless the search flipped them; bc.train_bc "
@@ -77,6 +83,8 @@ def main(argv=None):
     ap.error("--search needs at least 2 compiles a module and 0 < --sampling_rate <= 1")
   if a.search_seconds is not None and (not a.search or a.search_seconds <= 0):
     ap.error("--search_seconds needs --search and a positive number of seconds")
+  if a.floor_default and not a.search:
+    ap.error("--floor_default needs --search")
   if a.no_default_candidate and a.samples == 0:
     ap.error("--no_default_candidate needs --samples >= 1 (else the greedy compile is "
              "the only candidate)")
@@ -101,7 +109,8 @@ def main(argv=None):
                                     seed=a.seed + 1000 * r, split=a.split,
                                     sampling_rate=a.sampling_rate,
                                     anchors=not a.no_anchors,
-                                    max_seconds=a.search_seconds)
+                                    max_seconds=a.search_seconds,
+                                    floor_default=a.floor_default)
     else:
       self_imitation.collect(corpus_dir, a.problem, start, rdir / "data", samples=a.samples,
                              jobs=a.jobs, timeout=a.timeout, seed=a.seed + 1000 * r,

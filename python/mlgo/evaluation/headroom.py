@@ -92,7 +92,7 @@ def _problem_for(problem_name: str, policy, ref):
 
 def search_module(module, problem_name: str, ref, budget: int, llvm_version: int,
                   timeout: float, seed: int = 0, keep_trajectory: bool = False,
-                  max_seconds: float | None = None) -> dict:
+                  max_seconds: float | None = None, floor_default: bool = False) -> dict:
   """Work item: greedy search over single decisions, at most `budget` compiles. From the
   compile of `ref` (a policy ref, or "default"), try flipping one decision at a time
   (least confident first for a policy; a seeded random order for the default), with the
@@ -100,11 +100,14 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
   makes the module smaller is kept, and the search goes on after it (an earlier flip
   would hand the later decisions back to `ref`). `max_seconds`: no flip is tried once
   that much wall time has gone (counting the start compile; a module whose compile takes
-  minutes gets a few tries, not `budget`). Returns {"ok", "size", "start_size",
+  minutes gets a few tries, not `budget`). floor_default (a policy `ref`): clang's own
+  compile is made too, and where it is smaller than the policy's the search starts from
+  it instead (clang deciding after each flip), so what the search keeps is never bigger
+  than clang's answer. Returns {"ok", "size", "start_size" (the policy's compile),
   "compiles", "kept", "decisions", "stopped" ("budget", "time" or "tried": every flip
-  after the last kept one)} (and with keep_trajectory the searched compile's
-  "trajectory", the decisions to imitate: self_imitation.collect_search) or {"ok": False,
-  "reason"}."""
+  after the last kept one), "start" ("policy" or "default"), with floor_default
+  "default_size"} (and with keep_trajectory the searched compile's "trajectory", the
+  decisions to imitate: self_imitation.collect_search) or {"ok": False, "reason"}."""
   from mlgo import env  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)
   rng = np.random.default_rng([seed, zlib.crc32(module.name.encode())])
@@ -129,13 +132,24 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
     return {"ok": False, "reason": f"start compile: {why}"}
   start_size, compiles, kept, lo = size, 1, 0, 0
   tried, stopped = set(), None
-  order = least_sure_first(traj) if ref != "default" and traj is not None else None
+  from_default = ref == "default"
+  extra = {}
+  if floor_default and not from_default:
+    clang = work.make_policy("default", problem=problem)
+    d_size, d_traj, why = compile_with(clang)
+    compiles += 1
+    if d_size is None:
+      return {"ok": False, "reason": f"default compile: {why}"}
+    extra["default_size"] = d_size
+    if d_size < size:
+      size, traj, base, from_default = d_size, d_traj, clang, True
+  order = least_sure_first(traj) if not from_default and traj is not None else None
   while compiles < budget and traj is not None and len(traj.actions):
     if deadline is not None and time.monotonic() >= deadline:
       stopped = "time"
       break
     # The default has no logits: a fresh seeded draw each try (a random untried decision).
-    todo = order if ref != "default" else rng.permutation(len(traj.actions))
+    todo = order if not from_default else rng.permutation(len(traj.actions))
     cand = [int(i) for i in todo if i >= lo and int(i) not in tried]
     if not cand:
       break
@@ -145,12 +159,12 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
     compiles += 1
     if s2 is not None and s2 < size:
       size, traj, lo, kept, tried = s2, t2, at + 1, kept + 1, set()
-      if ref != "default":
+      if not from_default:
         order = least_sure_first(traj)
   stopped = stopped or ("budget" if compiles >= budget else "tried")
   out = {"ok": True, "size": size, "start_size": start_size, "compiles": compiles,
          "kept": kept, "decisions": len(traj.actions) if traj is not None else 0,
-         "stopped": stopped}
+         "stopped": stopped, "start": "default" if from_default else "policy", **extra}
   if keep_trajectory:
     out["trajectory"] = traj
   return out

@@ -243,7 +243,7 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
                    jobs: int = 2, timeout: float = 300.0, seed: int = 0,
                    split: str = "train", sampling_rate: float = 1.0, anchors: bool = True,
                    modules=None, pool_kind: str | None = None, max_seconds: float | None = None,
-                   stream=sys.stderr) -> dict:
+                   floor_default: bool = False, stream=sys.stderr) -> dict:
   """The per-module form, for problems scored per module (the size inliner): per module
   the greedy search of mlgo.evaluation.headroom (from the policy's compile, flip one
   decision at a time, keep a flip when the module gets smaller; at most `budget`
@@ -252,8 +252,13 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
   anchors: modules the search did not shrink store the policy's own decisions too (the
   student keeps what it did there). `sampling_rate`: a seeded share of the split's
   modules. `max_seconds`: a module's search stops after that much wall time (a module
-  whose compile takes minutes would hold a worker for hours). Appendable and resumable
-  like collect()."""
+  whose compile takes minutes would hold a worker for hours). floor_default: never
+  imitate a compile bigger than clang's (each search starts from the smaller of the
+  policy's and clang's compile, headroom.search_module), and besides the sample, every
+  module of the split that the policy makes bigger than clang is searched (one policy
+  compile of each module finds them, clang's sizes from evaluate's cache): the modules
+  a size inliner's users notice first are the ones its clone has to see. Appendable and
+  resumable like collect()."""
   import random  # pylint: disable=import-outside-toplevel
   from mlgo.evaluation import headroom  # pylint: disable=import-outside-toplevel
   ref = work.policy_ref(str(policy_dir))
@@ -262,25 +267,40 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
     raise ValueError(f"search budget {budget}: at least 2 compiles (the start and a flip)")
   corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=stream)
   mods = work.select_modules(corpus, split, modules)
+  split_mods = mods
   if sampling_rate < 1.0:
     rng = random.Random(seed)
     mods = [m for m in mods if rng.random() < sampling_rate]
   recipe = {"policy": str(policy_dir), "search": budget, "seed": seed, "anchors": anchors,
             "sampling_rate": sampling_rate}
-  if max_seconds is not None:   # absent when unset: uncapped collections still resume
+  # Absent when unset: collections made before these options existed still resume.
+  if max_seconds is not None:
     recipe["max_seconds"] = max_seconds
+  if floor_default:
+    recipe["floor_default"] = True
   writer, todo = _open_dataset(output, problem, corpus, mods, recipe)
-  print(f"search collection: {len(todo)} modules to search ({len(mods) - len(todo)} already "
-        f"in {output}), at most {budget} compiles each, problem={problem.name}, jobs={jobs}",
-        file=stream)
-  progress = Progress("search", len(todo), stream=stream)
+  t0 = time.monotonic()
   stats = {"modules": 0, "failed": 0, "improved": 0, "kept": 0, "compiles": 0,
            "decisions": 0, "start_size": 0.0, "size": 0.0, "seconds": 0.0,
-           "stopped_by_time": 0}
-  t0 = time.monotonic()
+           "stopped_by_time": 0, "from_default": 0, "grown_added": 0}
   with make_pool(pool_kind, jobs) as pool:
+    if floor_default:
+      sampled = {m.name for m in mods}
+      grown = _grown_modules(pool, problem, corpus, ref, timeout, stream,
+                             [m for m in split_mods if m.name not in sampled
+                              and not writer.modules.get(m.name, {}).get("ok")])
+      stats["grown_added"] = len(grown)
+      todo += grown
+    already = len(mods) - (len(todo) - stats["grown_added"])
+    print(f"search collection: {len(todo)} modules to search ({already} already in {output}"
+          + (f"; {stats['grown_added']} of them added for growing under the policy"
+             if floor_default else "")
+          + f"), at most {budget} compiles each, problem={problem.name}, jobs={jobs}",
+          file=stream)
+    progress = Progress("search", len(todo), stream=stream)
     ids = [pool.submit(headroom.search_module, m, problem.name, ref, budget,
-                       corpus.llvm_version, timeout, seed, True, max_seconds) for m in todo]
+                       corpus.llvm_version, timeout, seed, True, max_seconds, floor_default)
+           for m in todo]
     for r in in_submission_order(pool.results(), ids):
       module = r.item[0]
       info = {"package": module.package, "language": module.language}
@@ -300,6 +320,7 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
       stats["modules"] += 1
       stats["improved"] += int(improved)
       stats["stopped_by_time"] += int(res["stopped"] == "time")
+      stats["from_default"] += int(res.get("start") == "default")
       for k in ("kept", "compiles", "start_size", "size"):
         stats[k] += res[k]
       stats["decisions"] += res["decisions"] if (improved or anchors) else 0
@@ -314,5 +335,36 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
         f"({stats['improved']} smaller), {stats['failed']} failed, {stats['kept']} flips "
         f"kept in {stats['compiles']} compiles ({stats['stopped_by_time']} searches stopped "
         f"by --search_seconds); searched {change:+.2f}% against the policy's "
-        f"own compiles; {stats['seconds']:.0f}s", file=stream)
+        f"own compiles" + (f"; {stats['from_default']} searches started from clang's smaller "
+                           f"compile, {stats['grown_added']} modules added for growing"
+                           if floor_default else "") + f"; {stats['seconds']:.0f}s",
+        file=stream)
   return stats
+
+
+def _grown_modules(pool, problem, corpus, ref, timeout, stream, modules) -> list:
+  """The modules of `modules` whose policy compile is bigger than clang's (clang's sizes
+  from evaluate's cache where it has them). A module that fails to compile either way
+  is not added (the search would only fail on it again)."""
+  from mlgo.evaluation.evaluate import DefaultCache, cache_key, compile_pair  # pylint: disable=import-outside-toplevel
+  if not modules:
+    return []
+  cache = DefaultCache.for_problem(problem)
+  progress = Progress("search: modules the policy grows", len(modules), stream=stream)
+  ids = [pool.submit(compile_pair, m, problem.name, ref, corpus.llvm_version, timeout,
+                     cache.get(cache_key(m, problem.name, corpus.llvm_version)))
+         for m in modules]
+  grown = []
+  for r in in_submission_order(pool.results(), ids):
+    module = r.item[0]
+    d, p = r.value if r.ok else ({"ok": False}, {"ok": False})
+    if d["ok"]:
+      cache.put(cache_key(module, problem.name, corpus.llvm_version), d)
+    ok = d["ok"] and p["ok"]
+    if ok and sum(p["scores"].values()) > sum(d["scores"].values()):
+      grown.append(module)
+    progress.update(failed=int(not ok), node=r.node,
+                    extra=f"{len(grown)} grown")
+  progress.close()
+  cache.save()
+  return grown

@@ -125,3 +125,14 @@ def fitted_spec(problem_name: str, feats: dict, seed: int = 0, hidden=None,
   spec = bc_lib.make_spec(problem_name, specs, norms, arch)
   enc = policy_io.Policy(spec, {}).encode_batch(feats)
   return spec, bc_lib.init_weights(arch, enc.shape[1], seed), enc
+
+
+def inline_more_policy(out_dir, shift: float = 3.0, name: str = "inlining_oz") -> pathlib.Path:
+  """A copy of the shipped models/`name` whose "inline" logit bias is raised by `shift`:
+  a real policy dir that inlines more than the model, so it makes some small modules
+  bigger than clang does (what tests of regression-aware searches need)."""
+  pol = policy_io.load_policy(shipped_policy(name))
+  weights = {k: np.array(v, copy=True) for k, v in pol.arch.w.items()}
+  weights["out/bias"][1] += shift
+  policy_io.write_policy_dir(out_dir, pol.spec, weights, saved_model=False)
+  return pathlib.Path(out_dir)

@@ -10,7 +10,9 @@ import subprocess
 import numpy as np
 import pytest
 
+from mlgo import corpus as corpus_lib
 from mlgo import evaluation
+from mlgo.env import work
 from mlgo.env.policies import LogitShift, PrefixFlip, ThresholdShift
 from mlgo.evaluation import headroom
 from mlgo.policy import derived, policy_io
@@ -116,6 +118,26 @@ def test_search_seconds_stops_a_search_after_its_start_compile(corpus, tmp_path)
                       thresholds=(), shifts=(0.0,), search=6, search_seconds=3600.0,
                       pool_kind="thread")
   assert long["search"]["stopped_by_time"] == 0 and long["search"]["kept"] >= 1
+
+
+def test_floor_default_never_keeps_a_compile_bigger_than_clangs(corpus, tmp_path):
+  """A policy that inlines more than the model grows some tiny modules past clang's size,
+  and a search from it keeps the growth there; with floor_default the search starts from
+  clang's compile exactly where that is smaller, so it ends no bigger than either."""
+  ref = work.policy_ref(str(testing.inline_more_policy(tmp_path / "more")))
+  grew = 0
+  for m in corpus_lib.load_corpus(corpus).modules:
+    plain = headroom.search_module(m, "inlining", ref, 3, 22, 120.0)
+    floor = headroom.search_module(m, "inlining", ref, 3, 22, 120.0, floor_default=True)
+    assert floor["ok"] and floor["start_size"] == plain["start_size"]
+    assert floor["size"] <= min(floor["start_size"], floor["default_size"])
+    assert floor["start"] == ("default" if floor["default_size"] < floor["start_size"]
+                              else "policy")
+    assert plain["start"] == "policy" and "default_size" not in plain
+    if plain["size"] > floor["default_size"]:   # the plain search kept a regression
+      grew += 1
+      assert floor["start"] == "default"
+  assert grew >= 1
 
 
 def test_prefix_flip_replays_then_flips_then_hands_over():

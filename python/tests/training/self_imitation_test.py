@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from mlgo.env import core
+from mlgo.env import core, work
 from mlgo.policy import policy_io
 from mlgo.problems import get_problem
 from mlgo.training import bc, dataset, self_imitation, testing
@@ -274,6 +274,45 @@ def test_search_collection_stores_the_searched_compile(tmp_path):
   with pytest.raises(ValueError, match="per-function problems"):
     self_imitation.collect_search(corpus, "regalloc_eviction",
                                   testing.shipped_policy(PROBLEM), tmp_path / "x")
+
+
+def test_floor_collection_searches_the_modules_the_policy_grows(tmp_path):
+  """floor_default: besides the sample (here none), every module the policy makes bigger
+  than clang (by evaluate's own compiles) is searched, from clang's compile; what is
+  stored replays to that size, never above clang's; the option is part of the recipe."""
+  from mlgo import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
+  from mlgo.evaluation.evaluate import compile_pair  # pylint: disable=import-outside-toplevel
+  programs = pathlib.Path(__file__).resolve().parent / "programs"
+  corpus = testing.make_tiny_corpus(tmp_path / "corpus", sorted(programs.glob("*.c*")))
+  policy = testing.inline_more_policy(tmp_path / "more")
+  mods = {m.name: m for m in corpus_lib.load_corpus(corpus).modules}
+  ref = work.policy_ref(str(policy))
+  grown = []
+  for name, m in mods.items():
+    d, p = compile_pair(m, "inlining", ref, 22, 120.0)
+    if sum(p["scores"].values()) > sum(d["scores"].values()):
+      grown.append(name)
+  assert 0 < len(grown) < len(mods)
+  out = tmp_path / "data"
+  stats = self_imitation.collect_search(corpus, "inlining", policy, out, budget=3,
+                                        split="all", sampling_rate=1e-9,
+                                        floor_default=True)
+  ds = dataset.Dataset(out)
+  assert stats["grown_added"] == stats["from_default"] == len(grown)
+  assert sorted(ds.modules) == sorted(grown)
+  stored = {}
+  for shard in ds.shards():
+    for ti, m in enumerate(shard["traj_module"]):
+      stored[str(m)] = shard["action"][shard["traj"] == ti]
+  problem = get_problem("inlining")
+  for name, info in ds.modules.items():
+    assert info["start"] == "default" and info["improved"]
+    assert info["size"] <= info["default_size"] < info["start_size"]
+    r = core.compile_module(mods[name], problem, _Replay(stored[name]))
+    assert r.ok and sum(problem.score_fn(r.reward).values()) == info["size"]
+  with pytest.raises(ValueError, match="collected with"):
+    self_imitation.collect_search(corpus, "inlining", policy, out, budget=3, split="all",
+                                  sampling_rate=1e-9)
 
 
 def test_clone_leaves_out_the_decisions_the_policy_deferred(tmp_path):
