@@ -9,12 +9,13 @@ Per module (the size inliner): a greedy search over single decisions from the po
 compile (--search=N compiles a module; mlgo.evaluation.headroom), its decisions imitated.
   bazel run //tools:self_imitate -- --problem=inlining --policy=models/inlining_oz_ctx \
       --output=DIR --search=64 [--search_seconds=30] [--sampling_rate=0.25] [--no_anchors]
-      [--imitate_deferred] [--floor_default] [--corpus=DIR]
+      [--imitate_deferred] [--floor_default[=G]] [--corpus=DIR]
   A policy that defers to clang (models/inlining_oz_ctx) is fine-tuned on the decisions
   its network made and the ones the search flipped, not on clang's answers it passed on.
-  --floor_default: a module's search starts from clang's compile where that is smaller
-  than the policy's, and every module the policy makes bigger than clang is searched
-  besides the sample (what a clone imitates is never bigger than clang's answer).
+  --floor_default[=G]: a module's search starts from clang's compile where the policy's
+  is more than the fraction G bigger (default 0: any growth; 0.01: more than 1%), and
+  every such module of the split is searched besides the sample (what a clone imitates
+  never grows past clang's answer by more than G).
 
 Round r writes DIR/round<r>/data (the per-function winners' decisions, a trajectory
 dataset) and DIR/round<r>/policy (the fine-tuned policy); round r+1 starts from it.
@@ -60,9 +61,11 @@ def main(argv=None):
                   help="with --search: a seeded share of the split's modules")
   ap.add_argument("--no_anchors", action="store_true",
                   help="with --search: store only the modules the search made smaller")
-  ap.add_argument("--floor_default", action="store_true",
-                  help="with --search: start from clang's compile where it is smaller, and "
-                       "search every module the policy grows besides the sample")
+  ap.add_argument("--floor_default", type=float, nargs="?", const=0.0, default=None,
+                  metavar="G",
+                  help="with --search: start from clang's compile where the policy's is "
+                       "more than the fraction G bigger (default 0), and search every such "
+                       "module besides the sample")
   ap.add_argument("--imitate_deferred", action="store_true",
                   help="also clone the decisions a deferring policy handed to the compiler "
                        "(default: left out unless the search flipped them; bc.train_bc "
@@ -83,8 +86,8 @@ def main(argv=None):
     ap.error("--search needs at least 2 compiles a module and 0 < --sampling_rate <= 1")
   if a.search_seconds is not None and (not a.search or a.search_seconds <= 0):
     ap.error("--search_seconds needs --search and a positive number of seconds")
-  if a.floor_default and not a.search:
-    ap.error("--floor_default needs --search")
+  if a.floor_default is not None and (not a.search or a.floor_default < 0):
+    ap.error("--floor_default needs --search and a growth fraction >= 0")
   if a.no_default_candidate and a.samples == 0:
     ap.error("--no_default_candidate needs --samples >= 1 (else the greedy compile is "
              "the only candidate)")

@@ -92,7 +92,8 @@ def _problem_for(problem_name: str, policy, ref):
 
 def search_module(module, problem_name: str, ref, budget: int, llvm_version: int,
                   timeout: float, seed: int = 0, keep_trajectory: bool = False,
-                  max_seconds: float | None = None, floor_default: bool = False) -> dict:
+                  max_seconds: float | None = None,
+                  floor_default: float | None = None) -> dict:
   """Work item: greedy search over single decisions, at most `budget` compiles. From the
   compile of `ref` (a policy ref, or "default"), try flipping one decision at a time
   (least confident first for a policy; a seeded random order for the default), with the
@@ -100,10 +101,11 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
   makes the module smaller is kept, and the search goes on after it (an earlier flip
   would hand the later decisions back to `ref`). `max_seconds`: no flip is tried once
   that much wall time has gone (counting the start compile; a module whose compile takes
-  minutes gets a few tries, not `budget`). floor_default (a policy `ref`): clang's own
-  compile is made too, and where it is smaller than the policy's the search starts from
-  it instead (clang deciding after each flip), so what the search keeps is never bigger
-  than clang's answer. Returns {"ok", "size", "start_size" (the policy's compile),
+  minutes gets a few tries, not `budget`). floor_default=G (a policy `ref`): clang's own
+  compile is made too, and where the policy's is bigger than it by more than the
+  fraction G (0: any growth; 0.01: the "more than 1% bigger" users count) the search
+  starts from clang's instead (clang deciding after each flip), so what the search keeps
+  never grows past clang's answer by more than G. Returns {"ok", "size", "start_size" (the policy's compile),
   "compiles", "kept", "decisions", "stopped" ("budget", "time" or "tried": every flip
   after the last kept one), "start" ("policy" or "default"), with floor_default
   "default_size"} (and with keep_trajectory the searched compile's "trajectory", the
@@ -134,14 +136,14 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
   tried, stopped = set(), None
   from_default = ref == "default"
   extra = {}
-  if floor_default and not from_default:
+  if floor_default is not None and not from_default:
     clang = work.make_policy("default", problem=problem)
     d_size, d_traj, why = compile_with(clang)
     compiles += 1
     if d_size is None:
       return {"ok": False, "reason": f"default compile: {why}"}
     extra["default_size"] = d_size
-    if d_size < size:
+    if size > d_size * (1.0 + floor_default):
       size, traj, base, from_default = d_size, d_traj, clang, True
   order = least_sure_first(traj) if not from_default and traj is not None else None
   while compiles < budget and traj is not None and len(traj.actions):

@@ -243,7 +243,7 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
                    jobs: int = 2, timeout: float = 300.0, seed: int = 0,
                    split: str = "train", sampling_rate: float = 1.0, anchors: bool = True,
                    modules=None, pool_kind: str | None = None, max_seconds: float | None = None,
-                   floor_default: bool = False, stream=sys.stderr) -> dict:
+                   floor_default: float | None = None, stream=sys.stderr) -> dict:
   """The per-module form, for problems scored per module (the size inliner): per module
   the greedy search of mlgo.evaluation.headroom (from the policy's compile, flip one
   decision at a time, keep a flip when the module gets smaller; at most `budget`
@@ -252,12 +252,13 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
   anchors: modules the search did not shrink store the policy's own decisions too (the
   student keeps what it did there). `sampling_rate`: a seeded share of the split's
   modules. `max_seconds`: a module's search stops after that much wall time (a module
-  whose compile takes minutes would hold a worker for hours). floor_default: never
-  imitate a compile bigger than clang's (each search starts from the smaller of the
-  policy's and clang's compile, headroom.search_module), and besides the sample, every
-  module of the split that the policy makes bigger than clang is searched (one policy
-  compile of each module finds them, clang's sizes from evaluate's cache): the modules
-  a size inliner's users notice first are the ones its clone has to see. Appendable and
+  whose compile takes minutes would hold a worker for hours). floor_default=G: never
+  imitate a compile more than the fraction G bigger than clang's (a search starts from
+  clang's compile where the policy's is, headroom.search_module), and besides the
+  sample, every module of the split that the policy makes more than G bigger than clang
+  is searched (one policy compile of each module finds them, clang's sizes from
+  evaluate's cache): the modules a size inliner's users notice first are the ones its
+  clone has to see. Appendable and
   resumable like collect()."""
   import random  # pylint: disable=import-outside-toplevel
   from mlgo.evaluation import headroom  # pylint: disable=import-outside-toplevel
@@ -276,17 +277,19 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
   # Absent when unset: collections made before these options existed still resume.
   if max_seconds is not None:
     recipe["max_seconds"] = max_seconds
-  if floor_default:
-    recipe["floor_default"] = True
+  if floor_default is not None:
+    if floor_default < 0:
+      raise ValueError(f"floor_default {floor_default}: a growth fraction >= 0")
+    recipe["floor_default"] = floor_default
   writer, todo = _open_dataset(output, problem, corpus, mods, recipe)
   t0 = time.monotonic()
   stats = {"modules": 0, "failed": 0, "improved": 0, "kept": 0, "compiles": 0,
            "decisions": 0, "start_size": 0.0, "size": 0.0, "seconds": 0.0,
            "stopped_by_time": 0, "from_default": 0, "grown_added": 0}
   with make_pool(pool_kind, jobs) as pool:
-    if floor_default:
+    if floor_default is not None:
       sampled = {m.name for m in mods}
-      grown = _grown_modules(pool, problem, corpus, ref, timeout, stream,
+      grown = _grown_modules(pool, problem, corpus, ref, timeout, stream, floor_default,
                              [m for m in split_mods if m.name not in sampled
                               and not writer.modules.get(m.name, {}).get("ok")])
       stats["grown_added"] = len(grown)
@@ -294,7 +297,7 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
     already = len(mods) - (len(todo) - stats["grown_added"])
     print(f"search collection: {len(todo)} modules to search ({already} already in {output}"
           + (f"; {stats['grown_added']} of them added for growing under the policy"
-             if floor_default else "")
+             if floor_default is not None else "")
           + f"), at most {budget} compiles each, problem={problem.name}, jobs={jobs}",
           file=stream)
     progress = Progress("search", len(todo), stream=stream)
@@ -337,13 +340,16 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
         f"by --search_seconds); searched {change:+.2f}% against the policy's "
         f"own compiles" + (f"; {stats['from_default']} searches started from clang's smaller "
                            f"compile, {stats['grown_added']} modules added for growing"
-                           if floor_default else "") + f"; {stats['seconds']:.0f}s",
+                           if floor_default is not None else "")
+        + f"; {stats['seconds']:.0f}s",
         file=stream)
   return stats
 
 
-def _grown_modules(pool, problem, corpus, ref, timeout, stream, modules) -> list:
-  """The modules of `modules` whose policy compile is bigger than clang's (clang's sizes
+def _grown_modules(pool, problem, corpus, ref, timeout, stream, growth: float,
+                   modules) -> list:
+  """The modules of `modules` whose policy compile is more than the fraction `growth`
+  bigger than clang's (clang's sizes
   from evaluate's cache where it has them). A module that fails to compile either way
   is not added (the search would only fail on it again)."""
   from mlgo.evaluation.evaluate import DefaultCache, cache_key, compile_pair  # pylint: disable=import-outside-toplevel
@@ -361,7 +367,7 @@ def _grown_modules(pool, problem, corpus, ref, timeout, stream, modules) -> list
     if d["ok"]:
       cache.put(cache_key(module, problem.name, corpus.llvm_version), d)
     ok = d["ok"] and p["ok"]
-    if ok and sum(p["scores"].values()) > sum(d["scores"].values()):
+    if ok and sum(p["scores"].values()) > sum(d["scores"].values()) * (1.0 + growth):
       grown.append(module)
     progress.update(failed=int(not ok), node=r.node,
                     extra=f"{len(grown)} grown")

@@ -128,7 +128,7 @@ def test_floor_default_never_keeps_a_compile_bigger_than_clangs(corpus, tmp_path
   grew = 0
   for m in corpus_lib.load_corpus(corpus).modules:
     plain = headroom.search_module(m, "inlining", ref, 3, 22, 120.0)
-    floor = headroom.search_module(m, "inlining", ref, 3, 22, 120.0, floor_default=True)
+    floor = headroom.search_module(m, "inlining", ref, 3, 22, 120.0, floor_default=0.0)
     assert floor["ok"] and floor["start_size"] == plain["start_size"]
     assert floor["size"] <= min(floor["start_size"], floor["default_size"])
     assert floor["start"] == ("default" if floor["default_size"] < floor["start_size"]
@@ -137,6 +137,11 @@ def test_floor_default_never_keeps_a_compile_bigger_than_clangs(corpus, tmp_path
     if plain["size"] > floor["default_size"]:   # the plain search kept a regression
       grew += 1
       assert floor["start"] == "default"
+      # A floor above this module's growth leaves the search where the policy put it.
+      growth = floor["start_size"] / floor["default_size"] - 1.0
+      above = headroom.search_module(m, "inlining", ref, 3, 22, 120.0,
+                                     floor_default=growth + 0.001)
+      assert above["start"] == "policy" and above["default_size"] == floor["default_size"]
   assert grew >= 1
 
 

@@ -296,7 +296,7 @@ def test_floor_collection_searches_the_modules_the_policy_grows(tmp_path):
   out = tmp_path / "data"
   stats = self_imitation.collect_search(corpus, "inlining", policy, out, budget=3,
                                         split="all", sampling_rate=1e-9,
-                                        floor_default=True)
+                                        floor_default=0.0)
   ds = dataset.Dataset(out)
   assert stats["grown_added"] == stats["from_default"] == len(grown)
   assert sorted(ds.modules) == sorted(grown)
@@ -310,9 +310,13 @@ def test_floor_collection_searches_the_modules_the_policy_grows(tmp_path):
     assert info["size"] <= info["default_size"] < info["start_size"]
     r = core.compile_module(mods[name], problem, _Replay(stored[name]))
     assert r.ok and sum(problem.score_fn(r.reward).values()) == info["size"]
-  with pytest.raises(ValueError, match="collected with"):
-    self_imitation.collect_search(corpus, "inlining", policy, out, budget=3, split="all",
-                                  sampling_rate=1e-9)
+  for other in (None, 0.01):   # the floor is part of the recipe
+    with pytest.raises(ValueError, match="collected with"):
+      self_imitation.collect_search(corpus, "inlining", policy, out, budget=3, split="all",
+                                    sampling_rate=1e-9, floor_default=other)
+  with pytest.raises(ValueError, match="growth fraction"):
+    self_imitation.collect_search(corpus, "inlining", policy, tmp_path / "neg", budget=3,
+                                  split="all", floor_default=-0.1)
 
 
 def test_clone_leaves_out_the_decisions_the_policy_deferred(tmp_path):
