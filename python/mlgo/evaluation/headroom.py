@@ -105,10 +105,10 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
   compile is made too, and where the policy's is bigger than it by more than the
   fraction G (0: any growth; 0.01: the "more than 1% bigger" users count) the search
   starts from clang's instead (clang deciding after each flip), so what the search keeps
-  never grows past clang's answer by more than G. Returns {"ok", "size", "start_size" (the policy's compile),
-  "compiles", "kept", "decisions", "stopped" ("budget", "time" or "tried": every flip
-  after the last kept one), "start" ("policy" or "default"), with floor_default
-  "default_size"} (and with keep_trajectory the searched compile's "trajectory", the
+  never grows past clang's answer by more than G. Returns {"ok", "size", "start_size"
+  (the policy's compile), "compiles", "kept", "decisions", "stopped" ("budget", "time"
+  or "tried": every flip after the last kept one), "start" ("policy" or "default"), with
+  floor_default "default_size"} (and with keep_trajectory the searched compile's "trajectory", the
   decisions to imitate: self_imitation.collect_search) or {"ok": False, "reason"}."""
   from mlgo import env  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)

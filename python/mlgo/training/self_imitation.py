@@ -258,8 +258,7 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
   sample, every module of the split that the policy makes more than G bigger than clang
   is searched (one policy compile of each module finds them, clang's sizes from
   evaluate's cache): the modules a size inliner's users notice first are the ones its
-  clone has to see. Appendable and
-  resumable like collect()."""
+  clone has to see. Appendable and resumable like collect()."""
   import random  # pylint: disable=import-outside-toplevel
   from mlgo.evaluation import headroom  # pylint: disable=import-outside-toplevel
   ref = work.policy_ref(str(policy_dir))
@@ -349,9 +348,9 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
 def _grown_modules(pool, problem, corpus, ref, timeout, stream, growth: float,
                    modules) -> list:
   """The modules of `modules` whose policy compile is more than the fraction `growth`
-  bigger than clang's (clang's sizes
-  from evaluate's cache where it has them). A module that fails to compile either way
-  is not added (the search would only fail on it again)."""
+  bigger than clang's (clang's sizes from evaluate's cache where it has them). A module
+  that fails to compile either way is not added (the search would only fail on it
+  again)."""
   from mlgo.evaluation.evaluate import DefaultCache, cache_key, compile_pair  # pylint: disable=import-outside-toplevel
   if not modules:
     return []
