@@ -90,6 +90,13 @@ def _problem_for(problem_name: str, policy, ref):
   raise ValueError(f"{policy}: policy is for problem {theirs!r}, not {problem_name!r}")
 
 
+def grows_past(size: float, default_size: float, growth: float) -> bool:
+  """Whether a compile of `size` is more than the fraction `growth` bigger than clang's:
+  the one test of the floor, for where a search starts and which modules a collection
+  adds (self_imitation.collect_search), so the two always agree."""
+  return size > default_size * (1.0 + growth)
+
+
 def search_module(module, problem_name: str, ref, budget: int, llvm_version: int,
                   timeout: float, seed: int = 0, keep_trajectory: bool = False,
                   max_seconds: float | None = None,
@@ -108,8 +115,9 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
   never grows past clang's answer by more than G. Returns {"ok", "size", "start_size"
   (the policy's compile), "compiles", "kept", "decisions", "stopped" ("budget", "time"
   or "tried": every flip after the last kept one), "start" ("policy" or "default"), with
-  floor_default "default_size"} (and with keep_trajectory the searched compile's "trajectory", the
-  decisions to imitate: self_imitation.collect_search) or {"ok": False, "reason"}."""
+  floor_default "default_size"} (and with keep_trajectory the searched compile's
+  "trajectory", the decisions to imitate: self_imitation.collect_search) or {"ok": False,
+  "reason"}."""
   from mlgo import env  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)
   rng = np.random.default_rng([seed, zlib.crc32(module.name.encode())])
@@ -143,7 +151,7 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
     if d_size is None:
       return {"ok": False, "reason": f"default compile: {why}"}
     extra["default_size"] = d_size
-    if size > d_size * (1.0 + floor_default):
+    if grows_past(size, d_size, floor_default):
       size, traj, base, from_default = d_size, d_traj, clang, True
   order = least_sure_first(traj) if not from_default and traj is not None else None
   while compiles < budget and traj is not None and len(traj.actions):

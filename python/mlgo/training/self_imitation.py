@@ -351,6 +351,7 @@ def _grown_modules(pool, problem, corpus, ref, timeout, stream, growth: float,
   bigger than clang's (clang's sizes from evaluate's cache where it has them). A module
   that fails to compile either way is not added (the search would only fail on it
   again)."""
+  from mlgo.evaluation import headroom  # pylint: disable=import-outside-toplevel
   from mlgo.evaluation.evaluate import DefaultCache, cache_key, compile_pair  # pylint: disable=import-outside-toplevel
   if not modules:
     return []
@@ -366,7 +367,8 @@ def _grown_modules(pool, problem, corpus, ref, timeout, stream, growth: float,
     if d["ok"]:
       cache.put(cache_key(module, problem.name, corpus.llvm_version), d)
     ok = d["ok"] and p["ok"]
-    if ok and sum(p["scores"].values()) > sum(d["scores"].values()) * (1.0 + growth):
+    if ok and headroom.grows_past(sum(p["scores"].values()), sum(d["scores"].values()),
+                                  growth):
       grown.append(module)
     progress.update(failed=int(not ok), node=r.node,
                     extra=f"{len(grown)} grown")
