@@ -261,7 +261,7 @@ def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
   """models/inlining_oz_ctx on real clang-22 compiles through the context plugin: each
   decision is clang's where the module has fewer than 32 calls left, at the sole call of
   a static function, where an input is beyond twice the training range or where the two
-  probabilities are within 0.4; else its network's (one chain's network, trained on the
+  probabilities are within 0.4; else its network's (one network, trained on the
   default and @wide packages). The four small programs have fewer than 32 calls throughout;
   catch_rethrow.cpp has more than 32 throughout, so both sides of the gate are seen."""
   shipped = policy_io.load_policy(ROOT / "models" / "inlining_oz_ctx")
