@@ -263,7 +263,9 @@ def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
   a static function, where an input is beyond twice the training range or where the two
   probabilities are within 0.4; else its network's (one network, trained on the
   default and @wide packages). The four small programs have fewer than 32 calls throughout;
-  catch_rethrow.cpp has more than 32 throughout, so both sides of the gate are seen."""
+  catch_rethrow.cpp has more than 32 throughout, so both sides of the gate are seen, and
+  many_calls.c has the sole call of a static function above the gate, so a rule beyond
+  the gate defers whatever the network says."""
   shipped = policy_io.load_policy(ROOT / "models" / "inlining_oz_ctx")
   d = shipped.spec["defer"]
   assert d == {"margin": 0.4, "feature": "inlining_default", "outside": 2.0,
@@ -277,7 +279,8 @@ def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
   problem = get_problem(shipped.problem)
   assert problem.name == "inlining_ir2vec_ctx"
   rows = _compile_programs(_RawRecorder, base, shipped, problem, tmp_path,
-                          PROGRAMS + [ROOT / "testdata" / "programs" / "catch_rethrow.cpp"])
+                          PROGRAMS + [ROOT / "testdata" / "programs" / n
+                                      for n in ("catch_rethrow.cpp", "many_calls.c")])
   first = {}   # the first rule that held, in the policy's order of checks
   whys = []
   small = 0     # decisions in a module under the gate, whatever rule came first
