@@ -284,6 +284,7 @@ def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
   first = {}   # the first rule that held, in the policy's order of checks
   whys = []
   small = 0     # decisions in a module under the gate, whatever rule came first
+  sole_above = 0   # sole calls of a static function in a module above the gate
   for raw, b, default, got in rows:
     lg = base.arch.dist_params(base.normalizer.encode_one(raw)[None, :])["logits"][0]
     p = np.exp(lg - lg.max()) / np.exp(lg - lg.max()).sum()
@@ -292,6 +293,7 @@ def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
              "outside": bool(np.any((raw > hi) | (raw < lo))),
              "margin": abs(p[1] - p[0]) < d["margin"]}
     small += bool(rules["below"])
+    sole_above += bool(rules["nonzero"] and not rules["below"])
     why = next((k for k, held in rules.items() if held), None)
     whys.append(why)
     if why:
@@ -304,6 +306,7 @@ def test_the_shipped_context_model_defers_by_its_four_rules(tmp_path):
   # (beyond the gate) defers some.
   assert small > 0 and network > 0
   assert shipped.deferred > small
+  assert sole_above > 0   # many_calls.c: a rule that needs no network, above the gate
   # The batch form (BC's skip_deferred reads it) names the same rule for every decision.
   raw = np.stack([r[0] for r in rows])
   ends = np.cumsum(base.sizes)
