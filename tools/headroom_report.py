@@ -44,6 +44,10 @@ def main(argv=None) -> int:
                        "compiles a module, from --policy's compile (or the default's)")
   ap.add_argument("--search_seconds", type=float, default=None,
                   help="with --search: a module's search stops after this much wall time")
+  ap.add_argument("--search_bytes", type=float, default=None,
+                  help="with --search: a module's search compiles at most this many bytes "
+                       "of bitcode in all (module size x compiles; deterministic, unlike "
+                       "--search_seconds)")
   ap.add_argument("--output", default="headroom")
   ap.add_argument("--jobs", type=int, default=2)
   ap.add_argument("--timeout", type=float, default=300.0)
@@ -58,7 +62,8 @@ def main(argv=None) -> int:
                      policy=policy_path(a.policy) if a.policy else None, split=split,
                      thresholds=_numbers(a.thresholds, int),
                      shifts=_numbers(a.shifts, float), search=a.search,
-                     search_seconds=a.search_seconds, jobs=a.jobs, timeout=a.timeout)
+                     search_seconds=a.search_seconds, search_bytes=a.search_bytes,
+                     jobs=a.jobs, timeout=a.timeout)
   except ValueError as e:
     print(f"headroom_report: {e}", file=sys.stderr)
     return 2

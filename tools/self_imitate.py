@@ -8,7 +8,8 @@ allocations.
 Per module (the size inliner): a greedy search over single decisions from the policy's
 compile (--search=N compiles a module; mlgo.evaluation.headroom), its decisions imitated.
   bazel run //tools:self_imitate -- --problem=inlining --policy=models/inlining_oz_ctx \
-      --output=DIR --search=64 [--search_seconds=30] [--sampling_rate=0.25] [--no_anchors]
+      --output=DIR --search=64 [--search_bytes=1e7 | --search_seconds=30] [--sampling_rate=0.25]
+      [--no_anchors]
       [--imitate_deferred] [--floor_default[=G]] [--corpus=DIR]
   A policy that defers to clang (models/inlining_oz_ctx) is fine-tuned on the decisions
   its network made and the ones the search flipped, not on clang's answers it passed on.
@@ -57,6 +58,10 @@ def main(argv=None):
   ap.add_argument("--search_seconds", type=float, default=None,
                   help="with --search: a module's search stops after this much wall time "
                        "(the best compile so far is kept)")
+  ap.add_argument("--search_bytes", type=float, default=None,
+                  help="with --search: a module's search compiles at most this many bytes of "
+                       "bitcode in all (module .bc size x compiles, so a big module gets "
+                       "fewer tries); deterministic, the same collection on any machine")
   ap.add_argument("--sampling_rate", type=float, default=1.0,
                   help="with --search: a seeded share of the split's modules")
   ap.add_argument("--no_anchors", action="store_true",
@@ -86,6 +91,8 @@ def main(argv=None):
     ap.error("--search needs at least 2 compiles a module and 0 < --sampling_rate <= 1")
   if a.search_seconds is not None and (not a.search or a.search_seconds <= 0):
     ap.error("--search_seconds needs --search and a positive number of seconds")
+  if a.search_bytes is not None and (not a.search or a.search_bytes <= 0):
+    ap.error("--search_bytes needs --search and a positive number of bytes")
   if a.floor_default is not None and (not a.search or a.floor_default < 0):
     ap.error("--floor_default needs --search and a growth fraction >= 0")
   if a.no_default_candidate and a.samples == 0:
@@ -113,6 +120,7 @@ def main(argv=None):
                                     sampling_rate=a.sampling_rate,
                                     anchors=not a.no_anchors,
                                     max_seconds=a.search_seconds,
+                                    max_bytes=a.search_bytes,
                                     floor_default=a.floor_default)
     else:
       self_imitation.collect(corpus_dir, a.problem, start, rdir / "data", samples=a.samples,

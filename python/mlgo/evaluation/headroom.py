@@ -23,6 +23,7 @@ and the per-module best over all variants and over each kind.
 """
 import csv
 import json
+import os
 import pathlib
 import sys
 import time
@@ -100,7 +101,8 @@ def grows_past(size: float, default_size: float, growth: float) -> bool:
 def search_module(module, problem_name: str, ref, budget: int, llvm_version: int,
                   timeout: float, seed: int = 0, keep_trajectory: bool = False,
                   max_seconds: float | None = None,
-                  floor_default: float | None = None) -> dict:
+                  floor_default: float | None = None,
+                  max_bytes: float | None = None) -> dict:
   """Work item: greedy search over single decisions, at most `budget` compiles. From the
   compile of `ref` (a policy ref, or "default"), try flipping one decision at a time
   (least confident first for a policy; a seeded random order for the default), with the
@@ -108,13 +110,18 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
   makes the module smaller is kept, and the search goes on after it (an earlier flip
   would hand the later decisions back to `ref`). `max_seconds`: no flip is tried once
   that much wall time has gone (counting the start compile; a module whose compile takes
-  minutes gets a few tries, not `budget`). floor_default=G (a policy `ref`): clang's own
+  minutes gets a few tries, not `budget`). `max_bytes`: the same kind of cap, but
+  deterministic: the search compiles at most `max_bytes` bytes of bitcode in all (every
+  compile counts the module's .bc size), so a module gets max_bytes // size compiles
+  (at most `budget`, at least the start compile). Compile time grows about linearly with
+  bitcode size, so this bounds a big module's search as a time cap does, and the same
+  command gives the same compiles on any machine. floor_default=G (a policy `ref`): clang's own
   compile is made too, and where the policy's is bigger than it by more than the
   fraction G (0: any growth; 0.01: the "more than 1% bigger" users count) the search
   starts from clang's instead (clang deciding after each flip), so what the search keeps
   never grows past clang's answer by more than G. Returns {"ok", "size", "start_size"
-  (the policy's compile), "compiles", "kept", "decisions", "stopped" ("budget", "time"
-  or "tried": every flip after the last kept one), "start" ("policy" or "default"), with
+  (the policy's compile), "compiles", "kept", "decisions", "stopped" ("budget", "time",
+  "bytes" or "tried": every flip after the last kept one), "start" ("policy" or "default"), with
   floor_default "default_size"} (and with keep_trajectory the searched compile's
   "trajectory", the decisions to imitate: self_imitation.collect_search) or {"ok": False,
   "reason"}."""
@@ -122,6 +129,9 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
   problem = problems_lib.get_problem(problem_name)
   rng = np.random.default_rng([seed, zlib.crc32(module.name.encode())])
   deadline = None if max_seconds is None else time.monotonic() + max_seconds
+  cap = budget
+  if max_bytes is not None:
+    cap = min(budget, max(1, int(max_bytes // max(1, os.path.getsize(module.bc_path)))))
 
   def compile_with(policy):
     r = env.compile_module(module, problem, policy, llvm_version=llvm_version,
@@ -154,7 +164,7 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
     if grows_past(size, d_size, floor_default):
       size, traj, base, from_default = d_size, d_traj, clang, True
   order = least_sure_first(traj) if not from_default and traj is not None else None
-  while compiles < budget and traj is not None and len(traj.actions):
+  while compiles < cap and traj is not None and len(traj.actions):
     if deadline is not None and time.monotonic() >= deadline:
       stopped = "time"
       break
@@ -171,7 +181,9 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
       size, traj, lo, kept, tried = s2, t2, at + 1, kept + 1, set()
       if not from_default:
         order = least_sure_first(traj)
-  stopped = stopped or ("budget" if compiles >= budget else "tried")
+  if stopped is None and compiles >= cap:
+    stopped = "budget" if compiles >= budget else "bytes"
+  stopped = stopped or "tried"
   out = {"ok": True, "size": size, "start_size": start_size, "compiles": compiles,
          "kept": kept, "decisions": len(traj.actions) if traj is not None else 0,
          "stopped": stopped, "start": "default" if from_default else "policy", **extra}
@@ -183,12 +195,14 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
 def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "heldout",
         thresholds=DEFAULT_THRESHOLDS, shifts=DEFAULT_SHIFTS, variants=None, jobs: int = 2,
         timeout: float = 300.0, pool_kind: str | None = None, use_cache: bool = True,
-        search: int = 0, search_seconds: float | None = None, stream=None) -> dict:
+        search: int = 0, search_seconds: float | None = None,
+        search_bytes: float | None = None, stream=None) -> dict:
   """Compiles every module of `split` with the default and each variant (module
   docstring); `variants` ([(name, policy)]) replaces the ones built from thresholds,
   policy and shifts; search > 0 adds the greedy search with that many compiles a module
   (from the policy's compile, or the default's without a policy), each search stopping
-  after `search_seconds` of wall time if given. Returns the summary
+  after `search_seconds` of wall time, or after `search_bytes` bytes of bitcode compiled
+  (deterministic; search_module), if given. Returns the summary
   (also OUTPUT/summary.json)."""
   stream = stream or sys.stdout
   ref = work.policy_ref(str(policy)) if policy is not None else None   # loaded once
@@ -252,13 +266,14 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
       for _, pol in variants:
         if isinstance(pol, tuple) and pol[0] == "search":
           ids.append(pool.submit(search_module, m, problem.name, pol[1], search,
-                                 corpus.llvm_version, timeout, 0, False, search_seconds))
+                                 corpus.llvm_version, timeout, 0, False, search_seconds,
+                                 None, search_bytes))
         else:
           ids.append(pool.submit(compile_pair, m, problem.name, pol, corpus.llvm_version,
                                  timeout, defaults[m.name]))
     slots = [(m, name) for m in ok_modules for name in names]
     pos = {tid: i for i, tid in enumerate(ids)}
-    searched = {"compiles": 0, "kept": 0, "stopped_by_time": 0}
+    searched = {"compiles": 0, "kept": 0, "stopped_by_time": 0, "stopped_by_bytes": 0}
     for r in in_submission_order(pool.results(), ids):
       m, name = slots[pos[r.task_id]]
       p = r.value if r.ok else {"ok": False, "reason": (r.error or "cancelled")}
@@ -269,6 +284,7 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
         searched["compiles"] += p["compiles"]
         searched["kept"] += p["kept"]
         searched["stopped_by_time"] += int(p["stopped"] == "time")
+        searched["stopped_by_bytes"] += int(p["stopped"] == "bytes")
         progress.extra = f"search: {searched['kept']} flips kept"
       elif p["ok"]:
         scores[m.name][name] = sum(p["scores"].values())
@@ -290,6 +306,7 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
   summary = _summary(problem, corpus, split, rows, names, failed)
   if search:
     summary["search"] = dict(searched, budget=search, max_seconds=search_seconds,
+                             max_bytes=search_bytes,
                              start="default" if search_ref == "default" else str(policy))
   _write(out, rows, names, failed, summary)
   _print(summary, stream)

@@ -243,7 +243,8 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
                    jobs: int = 2, timeout: float = 300.0, seed: int = 0,
                    split: str = "train", sampling_rate: float = 1.0, anchors: bool = True,
                    modules=None, pool_kind: str | None = None, max_seconds: float | None = None,
-                   floor_default: float | None = None, stream=sys.stderr) -> dict:
+                   floor_default: float | None = None, max_bytes: float | None = None,
+                   stream=sys.stderr) -> dict:
   """The per-module form, for problems scored per module (the size inliner): per module
   the greedy search of mlgo.evaluation.headroom (from the policy's compile, flip one
   decision at a time, keep a flip when the module gets smaller; at most `budget`
@@ -252,7 +253,10 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
   anchors: modules the search did not shrink store the policy's own decisions too (the
   student keeps what it did there). `sampling_rate`: a seeded share of the split's
   modules. `max_seconds`: a module's search stops after that much wall time (a module
-  whose compile takes minutes would hold a worker for hours). floor_default=G: never
+  whose compile takes minutes would hold a worker for hours). `max_bytes`: the same bound
+  made deterministic, at most that many bytes of bitcode compiled a module (module size x
+  compiles; headroom.search_module), so the collection does not depend on the machine's
+  speed or load. floor_default=G: never
   imitate a compile more than the fraction G bigger than clang's (a search starts from
   clang's compile where the policy's is, headroom.search_module), and besides the
   sample, every module of the split that the policy makes more than G bigger than clang
@@ -276,6 +280,10 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
   # Absent when unset: collections made before these options existed still resume.
   if max_seconds is not None:
     recipe["max_seconds"] = max_seconds
+  if max_bytes is not None:
+    if max_bytes <= 0:
+      raise ValueError(f"max_bytes {max_bytes}: a positive number of bytes")
+    recipe["max_bytes"] = max_bytes
   if floor_default is not None:
     if floor_default < 0:
       raise ValueError(f"floor_default {floor_default}: a growth fraction >= 0")
@@ -284,7 +292,7 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
   t0 = time.monotonic()
   stats = {"modules": 0, "failed": 0, "improved": 0, "kept": 0, "compiles": 0,
            "decisions": 0, "start_size": 0.0, "size": 0.0, "seconds": 0.0,
-           "stopped_by_time": 0, "from_default": 0, "grown_added": 0}
+           "stopped_by_time": 0, "stopped_by_bytes": 0, "from_default": 0, "grown_added": 0}
   with make_pool(pool_kind, jobs) as pool:
     if floor_default is not None:
       sampled = {m.name for m in mods}
@@ -301,7 +309,8 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
           file=stream)
     progress = Progress("search", len(todo), stream=stream)
     ids = [pool.submit(headroom.search_module, m, problem.name, ref, budget,
-                       corpus.llvm_version, timeout, seed, True, max_seconds, floor_default)
+                       corpus.llvm_version, timeout, seed, True, max_seconds, floor_default,
+                       max_bytes)
            for m in todo]
     for r in in_submission_order(pool.results(), ids):
       module = r.item[0]
@@ -322,6 +331,7 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
       stats["modules"] += 1
       stats["improved"] += int(improved)
       stats["stopped_by_time"] += int(res["stopped"] == "time")
+      stats["stopped_by_bytes"] += int(res["stopped"] == "bytes")
       stats["from_default"] += int(res.get("start") == "default")
       for k in ("kept", "compiles", "start_size", "size"):
         stats[k] += res[k]
@@ -336,7 +346,7 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
   print(f"search collection written to {output}: {stats['modules']} modules ok "
         f"({stats['improved']} smaller), {stats['failed']} failed, {stats['kept']} flips "
         f"kept in {stats['compiles']} compiles ({stats['stopped_by_time']} searches stopped "
-        f"by --search_seconds); searched {change:+.2f}% against the policy's "
+        f"by --search_seconds, {stats['stopped_by_bytes']} by --search_bytes); searched {change:+.2f}% against the policy's "
         f"own compiles" + (f"; {stats['from_default']} searches started from clang's smaller "
                            f"compile, {stats['grown_added']} modules added for growing"
                            if floor_default is not None else "")

@@ -4,6 +4,7 @@ greedy search keeps only flips that shrink, a crashing variant is counted and sk
 and the inputs it cannot use are refused."""
 import csv
 import json
+import os
 import pathlib
 import subprocess
 
@@ -118,6 +119,34 @@ def test_search_seconds_stops_a_search_after_its_start_compile(corpus, tmp_path)
                       thresholds=(), shifts=(0.0,), search=6, search_seconds=3600.0,
                       pool_kind="thread")
   assert long["search"]["stopped_by_time"] == 0 and long["search"]["kept"] >= 1
+
+
+def test_search_bytes_gives_each_module_compiles_by_its_bitcode_size(corpus, tmp_path):
+  """The byte cap is a count, not a clock: a module of S bytes gets at most cap // S
+  compiles (at least its start compile, at most the budget), a search ended by it says
+  so, and the same search again gives the same compiles and sizes."""
+  ref = work.policy_ref(str(POLICY))
+  mods = sorted(corpus_lib.load_corpus(corpus).modules, key=lambda m: m.name)
+  sizes = {m.name: os.path.getsize(m.bc_path) for m in mods}
+  cap = 3 * min(sizes.values()) + 1    # 3 compiles for the smallest module, fewer for others
+  seen_bytes = 0
+  for m in mods:
+    r = headroom.search_module(m, "inlining", ref, 6, 22, 120.0, max_bytes=cap)
+    allowed = min(6, max(1, cap // sizes[m.name]))
+    assert r["ok"] and r["compiles"] <= allowed, (m.name, r, allowed)
+    if r["stopped"] == "bytes":
+      seen_bytes += 1
+      assert r["compiles"] == allowed < 6
+    assert r["stopped"] in ("bytes", "tried")
+    again = headroom.search_module(m, "inlining", ref, 6, 22, 120.0, max_bytes=cap)
+    assert (again["compiles"], again["size"], again["kept"]) == (
+        r["compiles"], r["size"], r["kept"])
+  assert seen_bytes >= 1
+  s = headroom.run("inlining", corpus, tmp_path / "b", policy=POLICY, split="all",
+                   thresholds=(), shifts=(0.0,), search=6, search_bytes=1.0,
+                   pool_kind="thread")   # smaller than any module: the start compile only
+  assert s["search"]["compiles"] == s["modules"] == s["search"]["stopped_by_bytes"]
+  assert s["search"]["max_bytes"] == 1.0 and s["search"]["kept"] == 0
 
 
 def test_floor_default_never_keeps_a_compile_bigger_than_clangs(corpus, tmp_path):

@@ -271,6 +271,9 @@ def test_search_collection_stores_the_searched_compile(tmp_path):
   with pytest.raises(ValueError, match="collected with"):   # a time cap is part of the recipe
     self_imitation.collect_search(corpus, "inlining", policy, out, budget=6, split="all",
                                   max_seconds=30.0)
+  with pytest.raises(ValueError, match="collected with"):   # so is a byte cap
+    self_imitation.collect_search(corpus, "inlining", policy, out, budget=6, split="all",
+                                  max_bytes=1e7)
   with pytest.raises(ValueError, match="per-function problems"):
     self_imitation.collect_search(corpus, "regalloc_eviction",
                                   testing.shipped_policy(PROBLEM), tmp_path / "x")
