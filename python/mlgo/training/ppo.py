@@ -52,7 +52,10 @@ class PPOConfig:
     back to the moving average for keys with a single sample).
   decision_weighting: "decision" (every decision weighs 1), "module" (every module's
     decisions together weigh 1) or "sqrt" (1/sqrt(decisions of the module)).
-  skip_decisionless: do not sample modules known to have no decisions.
+  skip_decisionless: do not sample modules known to have no decisions: True, known from
+    the default trace or any PPO compile so far (the pool shrinks as compiles find such
+    modules); "trace", known from the default trace only (the pool stays as it starts, as
+    the pre-merge regalloc trainer's did); False, sample every training module.
   max_module_decisions: if > 0, do not sample modules known to have more decisions
     (one module-level reward spread over tens of thousands of decisions carries almost
     no signal per decision, and such modules take minutes to compile).
@@ -101,7 +104,7 @@ class PPOConfig:
                iteration_timeout: float | None = 1800.0, jobs: int = 2, pool: str | None = None,
                trace_modules: int = 200, seed: int = 0, keep_policies: int = 1000000,
                save_saved_model: bool = True, samples_per_module: int = 1,
-               baseline: str = "moving_average", skip_decisionless: bool = True,
+               baseline: str = "moving_average", skip_decisionless: bool | str = True,
                max_module_decisions: int = 0, module_sampling: str = "uniform",
                validate_every: int = 0, validation_modules: int = 48,
                score_weighting_power: float = 0.0, max_decisions_per_module: int = 0,
@@ -238,7 +241,7 @@ class Trainer:
             "default_scores": default_scores, "baselines": dict(default_scores),
             "default_modules": sorted(default_modules | {
                 self.problem.module_of(k) for k in default_scores}),
-            "decisions": decisions,
+            "decisions": decisions, "trace_decisions": dict(decisions),
             "rng": np.random.default_rng(self.cfg.seed).bit_generator.state,
             "totals": {"failed": 0, "cancelled": 0, "compiles": 0, "cpu_seconds": 0.0,
                        "wall_seconds": 0.0},
@@ -363,16 +366,26 @@ class Trainer:
     return selection.validate(self.problem, self.corpus, self.validation_set(), self.spec,
                               weights, self.state["default_scores"], self.cfg, self.state)
 
+  def sampling_pool(self) -> list:
+    """The training modules an iteration draws from (PPOConfig.skip_decisionless)."""
+    cfg, st = self.cfg, self.state
+    if cfg.skip_decisionless not in (True, False, "trace"):
+      raise ValueError(f"PPOConfig.skip_decisionless={cfg.skip_decisionless!r}: True, False "
+                       f"or 'trace'")
+    if not cfg.skip_decisionless:
+      return self.train_modules
+    nd = (st.get("trace_decisions", {}) if cfg.skip_decisionless == "trace"
+          else st.setdefault("decisions", {}))
+    cap = cfg.max_module_decisions or float("inf")
+    return ([m for m in self.train_modules if 0 < nd.get(m.name, 1) <= cap]
+            or self.train_modules)
+
   def iteration(self):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     cfg, st = self.cfg, self.state
     it = st["iteration"] + 1
     t0 = time.monotonic()
-    pool_mods = self.train_modules
-    if cfg.skip_decisionless:
-      nd = st.setdefault("decisions", {})
-      cap = cfg.max_module_decisions or float("inf")
-      pool_mods = [m for m in self.train_modules if 0 < nd.get(m.name, 1) <= cap] or pool_mods
+    pool_mods = self.sampling_pool()
     k = min(cfg.modules_per_iteration, len(pool_mods))
     prob = None
     if cfg.module_sampling == "sqrt_score":

@@ -5,6 +5,7 @@ import copy
 import pathlib
 
 import numpy as np
+import pytest
 
 from mlgo.training import ppo, testing
 
@@ -42,3 +43,26 @@ def test_regression_penalty(tmp_path):
       expect += [2.0 * ex if ex > 0 else 0.0] * len(tr.actions)
   np.testing.assert_allclose(d, expect, rtol=1e-5, atol=1e-6)
   assert (d > 0).any() and (d == 0).any()   # both kinds were in the batch
+
+
+def test_sampling_pool_follows_skip_decisionless(tmp_path):
+  """True drops a module once any compile found no decisions in it; "trace" keeps the
+  pool the default trace gave (a PPO compile's count does not change it); False samples
+  every training module; anything else is refused."""
+  corpus = testing.make_tiny_corpus(tmp_path / "c", PROGRAMS[:4])
+  cfg = ppo.PPOConfig(modules_per_iteration=2, trace_modules=8, jobs=2, seed=0)
+  t = ppo.Trainer(corpus, tmp_path / "run", config=cfg)
+  names = sorted(m.name for m in t.train_modules)
+  assert sorted(t.state["trace_decisions"]) == names   # every module traced here
+  assert sorted(m.name for m in t.sampling_pool()) == names
+  t.state["decisions"][names[0]] = 0       # what a PPO compile records for such a module
+  assert sorted(m.name for m in t.sampling_pool()) == names[1:]
+  t.cfg.skip_decisionless = "trace"
+  assert sorted(m.name for m in t.sampling_pool()) == names
+  t.state["trace_decisions"][names[1]] = 0
+  assert sorted(m.name for m in t.sampling_pool()) == [names[0]] + names[2:]
+  t.cfg.skip_decisionless = False
+  assert sorted(m.name for m in t.sampling_pool()) == names
+  t.cfg.skip_decisionless = "yes"
+  with pytest.raises(ValueError, match="skip_decisionless"):
+    t.sampling_pool()
