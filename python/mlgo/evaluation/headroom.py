@@ -115,14 +115,14 @@ def search_module(module, problem_name: str, ref, budget: int, llvm_version: int
   compile counts the module's .bc size), so a module gets max_bytes // size compiles
   (at most `budget`, at least the start compile). Compile time grows about linearly with
   bitcode size, so this bounds a big module's search as a time cap does, and the same
-  command gives the same compiles on any machine. floor_default=G (a policy `ref`): clang's own
-  compile is made too, and where the policy's is bigger than it by more than the
+  command gives the same compiles on any machine. floor_default=G (a policy `ref`):
+  clang's own compile is made too, and where the policy's is bigger than it by more than the
   fraction G (0: any growth; 0.01: the "more than 1% bigger" users count) the search
   starts from clang's instead (clang deciding after each flip), so what the search keeps
   never grows past clang's answer by more than G. Returns {"ok", "size", "start_size"
   (the policy's compile), "compiles", "kept", "decisions", "stopped" ("budget", "time",
-  "bytes" or "tried": every flip after the last kept one), "start" ("policy" or "default"), with
-  floor_default "default_size"} (and with keep_trajectory the searched compile's
+  "bytes" or "tried": every flip after the last kept one), "start" ("policy" or
+  "default"), with floor_default "default_size"} (and with keep_trajectory the searched compile's
   "trajectory", the decisions to imitate: self_imitation.collect_search) or {"ok": False,
   "reason"}."""
   from mlgo import env  # pylint: disable=import-outside-toplevel
@@ -209,6 +209,8 @@ def run(problem_name: str, corpus_dir, output, *, policy=None, split: str = "hel
   problem = _problem_for(problem_name, policy, ref)
   if search < 0:
     raise ValueError(f"headroom: search budget {search} < 0")
+  if search_bytes is not None and search_bytes <= 0:
+    raise ValueError(f"headroom: search_bytes {search_bytes}: a positive number of bytes")
   if variants is None:   # none asked for is an error only without a search
     knobs = bool(thresholds) or (policy is not None and bool(shifts))
     variants = (variants_for(problem, policy, thresholds, shifts, ref=ref)

@@ -346,7 +346,8 @@ def collect_search(corpus_dir, problem_name: str, policy_dir, output, budget: in
   print(f"search collection written to {output}: {stats['modules']} modules ok "
         f"({stats['improved']} smaller), {stats['failed']} failed, {stats['kept']} flips "
         f"kept in {stats['compiles']} compiles ({stats['stopped_by_time']} searches stopped "
-        f"by --search_seconds, {stats['stopped_by_bytes']} by --search_bytes); searched {change:+.2f}% against the policy's "
+        f"by --search_seconds, {stats['stopped_by_bytes']} by --search_bytes); "
+        f"searched {change:+.2f}% against the policy's "
         f"own compiles" + (f"; {stats['from_default']} searches started from clang's smaller "
                            f"compile, {stats['grown_added']} modules added for growing"
                            if floor_default is not None else "")

@@ -147,6 +147,8 @@ def test_search_bytes_gives_each_module_compiles_by_its_bitcode_size(corpus, tmp
                    pool_kind="thread")   # smaller than any module: the start compile only
   assert s["search"]["compiles"] == s["modules"] == s["search"]["stopped_by_bytes"]
   assert s["search"]["max_bytes"] == 1.0 and s["search"]["kept"] == 0
+  with pytest.raises(ValueError, match="search_bytes"):
+    headroom.run("inlining", corpus, tmp_path / "z", policy=POLICY, search=6, search_bytes=0)
 
 
 def test_floor_default_never_keeps_a_compile_bigger_than_clangs(corpus, tmp_path):
