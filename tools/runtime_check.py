@@ -2,7 +2,7 @@
 
   bazel run //tools:runtime_check -- --problem=regalloc_eviction --policy=DIR
       [--output=DIR] [--programs=NAME,...] [--role=model|heldout] [--jobs=2]
-      [--guarded] [--pgo] [--layouts=4]
+      [--guarded | --measured_guard] [--pgo] [--layouts=4]
 Builds each program from its Debian source package twice (every translation unit
 through llc with the default allocator, then with the policy), runs both under
 cachegrind (cache + branch simulation) on a generated, deterministic workload, checks
@@ -51,6 +51,11 @@ def main(argv=None):
   ap.add_argument("--guarded", action="store_true",
                   help="build the policy side with guarded compiles (per function the "
                        "better of the default and the policy by the allocator's cost)")
+  ap.add_argument("--measured_guard", action="store_true",
+                  help="build the policy side with per-function selection by measured run "
+                       "time: both builds run under cachegrind on a second workload (other "
+                       "generated inputs) and a function keeps the policy's allocation "
+                       "only if it ran faster there")
   ap.add_argument("--pgo", action="store_true",
                   help="PGO builds on both sides: each program's own workload profiled "
                        "first (llc's block frequencies measured, not estimated)")
@@ -59,12 +64,15 @@ def main(argv=None):
   a = ap.parse_args(argv)
   if a.layouts < 0:
     ap.error("--layouts must be >= 0")
+  if a.guarded and a.measured_guard:
+    ap.error("--guarded and --measured_guard are two different guards; pick one")
   p = policy_path(a.policy)
   out = user_path(a.output)
   rows = runtime_check.run(a.problem, p, out,
                            programs=[x for x in a.programs.split(",") if x] or None,
                            role=a.role, jobs=a.jobs, guarded=a.guarded,
-                           pgo=a.pgo, layouts=a.layouts)
+                           pgo=a.pgo, layouts=a.layouts,
+                           measured_guard=a.measured_guard)
   (out / "runtime_check.json").write_text(json.dumps(rows, indent=1) + "\n")
   runtime_report.plot(rows, out / "runtime_check.png")
   print(runtime_report.format_table(rows))

@@ -87,11 +87,16 @@ def better_functions(default_scores: dict, policy_scores: dict, missing: float =
 
 def guarded_compile(module, problem, policy, *, default_scores: dict | None = None,
                     llvm_version: int = 22, timeout: float = core.DEFAULT_TIMEOUT,
-                    output_path=None, tool_path=None, policy_flags=()) -> GuardedResult:
+                    output_path=None, tool_path=None, policy_flags=(),
+                    policy_functions=None) -> GuardedResult:
   """Compiles `module` guarded (module docstring). default_scores: the default's
   scores if known, as the problem's score_fn gives them (skips compile 1). policy None:
   the policy is whatever `policy_flags` enable in the compiler (tool_path: another llc,
-  e.g. a release prefix's). Never raises for compile failures: a failed compile is the
+  e.g. a release prefix's). policy_functions (per-function problems): the functions
+  that keep the policy's decisions, chosen elsewhere (e.g. by measured run time:
+  evaluation.measured_guard) instead of by the lower score; every other function of
+  the module gets the default's, and `mismatches` then lists functions whose score is
+  not the chosen side's. Never raises for compile failures: a failed compile is the
   result (result.ok False, reason set)."""
   if policy is None and not policy_flags:
     raise ValueError("guarded_compile: no policy and no policy_flags")
@@ -124,10 +129,18 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
       return GuardedResult(pol, {}, default_scores, {}, [], compiles, [], pol)
     policy_scores = dict(problem.score_fn(pol.reward))
     keys = set(default_scores) | set(policy_scores)
-    lower = {f: min(default_scores.get(f, missing), policy_scores.get(f, missing))
-             for f in keys}
-    chosen = better_functions(default_scores, policy_scores, missing)
-    worse = [f for f in keys if policy_scores.get(f, missing) > lower[f]]
+    if policy_functions is None:
+      lower = {f: min(default_scores.get(f, missing), policy_scores.get(f, missing))
+               for f in keys}
+      chosen = better_functions(default_scores, policy_scores, missing)
+    else:   # the expected score per function is the chosen side's
+      chosen = sorted(f for f in keys if f in policy_functions)
+      lower = {f: (policy_scores if f in policy_functions else default_scores
+                   ).get(f, missing) for f in keys}
+      # Equal scores do not mean equal code: every function not chosen must be the
+      # default's, so the selected compile is always made (unless nothing is chosen).
+    worse = ([f for f in keys if policy_scores.get(f, missing) > lower[f]]
+             if policy_functions is None else [None])
     if not worse:                 # the policy compile is already the best of both
       final, scores, obj = pol, policy_scores, objs["policy"]
     elif not chosen and default_result is not None:

@@ -27,6 +27,7 @@ import sys
 
 from mlgo import env
 from mlgo import problems as problems_lib
+from mlgo.evaluation import measured_guard
 from mlgo.evaluation.runtime_programs import (Program, prepare_program, program_args, select,
                                              write_workload)
 from mlgo.evaluation.runtime_report import layout_summary
@@ -49,10 +50,13 @@ def _obj_name(rel: str) -> str:
 
 
 def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version, timeout,
-                llc_flags=(), policy=None, clang_flags=(), guarded=False):
+                llc_flags=(), policy=None, clang_flags=(), guarded=False,
+                policy_functions=None):
   """One translation unit: clang -O2 to bitcode, then llc with the allocator under test
   (`policy`, else the policy of spec/weights, else the default; guarded: a guarded
-  compile of it, mlgo.env.guarded). Returns (error | None, the compile's reward dict)."""
+  compile of it, mlgo.env.guarded, which keeps the policy's allocation for exactly the
+  functions in `policy_functions` when that is given). Returns (error | None, the
+  compile's reward dict)."""
   tc = toolchain(llvm_version)
   bc = obj + ".bc"
   cc = tc.clangxx if rel.endswith(CXX_EXTS) else tc.clang
@@ -68,7 +72,8 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
   if guarded:
     from mlgo.env import guarded as guarded_lib  # pylint: disable=import-outside-toplevel
     g = guarded_lib.guarded_compile(module, problem, policy, llvm_version=llvm_version,
-                                    timeout=timeout, output_path=obj)
+                                    timeout=timeout, output_path=obj,
+                                    policy_functions=policy_functions)
     if not g.ok:
       return f"llc failed on {rel}: {g.result.reason}", None
     return None, {"functions": g.scores, "total": float(sum(g.scores.values()))}
@@ -81,12 +86,13 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
 
 def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, jobs=2,
                   llvm_version=22, timeout=600.0, llc_flags=(), policy=None, clang_flags=(),
-                  link_flags=(), guarded=False):
+                  link_flags=(), guarded=False, policy_functions=None):
   """Builds `prog` into out_dir/<name>: every translation unit through llc with the
   allocator under test (policy, or spec/weights, or the default), extra llc_flags (and
   clang_flags for the -O2 bitcode, link_flags for the link, e.g. PGO's). The optimized
   bitcode stays beside each object (OBJ.bc); the per-function scores of `problem`'s
-  reward go to out_dir/functions.json."""
+  reward go to out_dir/functions.json. guarded with policy_functions: a selected build
+  (the policy's allocation for those functions only)."""
   out_dir = pathlib.Path(out_dir)
   out_dir.mkdir(parents=True, exist_ok=True)
   objs, functions = [], {}
@@ -97,7 +103,8 @@ def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, j
       objs.append(obj)
       futs.append(ex.submit(_compile_tu, str(src_root), rel, prog.cflags, obj, problem,
                             spec, weights, llvm_version, timeout, tuple(llc_flags), policy,
-                            tuple(clang_flags), guarded))
+                            tuple(clang_flags), guarded,
+                            None if policy_functions is None else frozenset(policy_functions)))
     for f in futs:
       err, reward = f.result()
       if err:
@@ -175,10 +182,11 @@ def relink_layout(prog: Program, build_dir, layout: int, llvm_version=22, link_f
 RUN_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
 
 
-def cachegrind(exe, args, cwd, out_file, stack_shift: int = 0):
+def cachegrind(exe, args, cwd, out_file, stack_shift: int = 0, demangle: bool = True):
   """Runs `exe args` under cachegrind in RUN_ENV; returns (stdout bytes, {event: count}).
   stack_shift: bytes of one extra environment variable, so the stack (spill slots
-  included) starts that much lower."""
+  included) starts that much lower. demangle False: the output file names functions by
+  their symbols (as llc does), for measured_guard."""
   vg = shutil.which("valgrind")
   if not vg:
     raise RuntimeError("valgrind not found; `apt-get install valgrind`")
@@ -186,7 +194,8 @@ def cachegrind(exe, args, cwd, out_file, stack_shift: int = 0):
   if stack_shift:
     run_env["MLGO_LAYOUT_STACK"] = "x" * stack_shift
   r = subprocess.run([vg, "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=yes",
-                      f"--cachegrind-out-file={out_file}", str(exe)] + list(args),
+                      f"--cachegrind-out-file={out_file}"]
+                     + ([] if demangle else ["--demangle=no"]) + [str(exe)] + list(args),
                      cwd=cwd, capture_output=True, timeout=3600, env=run_env)
   if r.returncode != 0:
     raise RuntimeError(f"{exe} exited with {r.returncode}: "
@@ -256,9 +265,13 @@ def perf_stat(exe, args, cwd, events=("instructions", "cycles")) -> dict:
 
 def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: int = 2,
         llvm_version: int = 22, stream=sys.stderr, guarded: bool = False,
-        pgo: bool = False, layouts: int = 0) -> list:
+        pgo: bool = False, layouts: int = 0, measured_guard: bool = False) -> list:
   """guarded: the policy side is built with guarded compiles (mlgo.env.guarded; its
   build dir is <program>/guarded), its figures still under "policy" in the rows.
+  measured_guard: the policy side is a selected build (<program>/measured): per function
+  the policy's allocation only where it ran faster on a second workload
+  (write_workload(variant=1), mlgo.evaluation.measured_guard); the row's "selection"
+  says how many functions kept it.
   pgo: both sides are PGO builds (-fprofile-instr-use with a profile of the program's
   own workload, taken once per output dir), so llc's block frequencies are measured;
   the comparison is then policy-with-profile against default-with-profile.
@@ -269,9 +282,13 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
   pol = policy_io.load_policy(policy_dir)
   if not problems_lib.same_decisions(pol.problem, problem):
     raise ValueError(f"{policy_dir}: policy is for {pol.problem}, not {problem}")
+  if guarded and measured_guard:
+    raise ValueError("runtime_check: --guarded and --measured_guard are two different "
+                     "guards; pick one")
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
   inp, script = write_workload(out)
+  second = write_workload(out / "selection-workload", variant=1) if measured_guard else None
   use_perf, why = perf_available()
   print(f"runtime_check: hardware counters {'used' if use_perf else 'skipped'}: {why}"
         + ("" if use_perf else "; cachegrind's simulated counts only"), file=stream,
@@ -312,6 +329,11 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
               file=stream, flush=True)
         build_program(prog, src, build_dirs[variant], problem, spec, w, jobs=jobs,
                       llvm_version=llvm_version, guarded=g, clang_flags=clang_flags)
+    selection = None
+    if measured_guard:
+      build_dirs["policy"], selection = _measured_build(
+          prog, src, out, build_dirs, second, problem, pol, jobs, llvm_version,
+          clang_flags, stream)
     # Every run still to make, both sides and every layout, `jobs` at a time: cachegrind
     # is single-threaded and its counts do not depend on what else runs.
     todo = [(v, 0) for v in ("default", "policy") if v not in res]
@@ -338,12 +360,49 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
                          f"build's; refusing to report numbers")
     rows.append({"program": prog.name, "role": prog.role, "output_bytes": res["default"][2],
                  "default": res["default"][1], "policy": res["policy"][1]})
+    if selection is not None:
+      rows[-1]["selection"] = selection
     if layouts:
       rows[-1]["layouts"] = {v: [res[v][1]] + lay[v] for v in ("default", "policy")}
       rows[-1]["over_layouts"] = layout_summary(rows[-1])   # the verdict, in the JSON too
     if hw:
       rows[-1]["perf"] = hw
   return rows
+
+
+def _measured_build(prog, src, out, build_dirs, second, problem, pol, jobs, llvm_version,
+                    clang_flags, stream):
+  """measured_guard's selected build of `prog`: the plain default and policy builds run
+  under cachegrind on the second workload (same output required), and the policy keeps
+  the functions it ran faster there. Returns (its build dir, the selection's summary)."""
+  inp, script = second
+  args = program_args(prog, inp, script, relative=True, selection=True)
+
+  def one(variant):
+    f = out / prog.name / f"selection.cachegrind.{variant}"
+    print(f"runtime_check: running {prog.name} ({variant}) on the second workload",
+          file=stream, flush=True)
+    stdout, _ = cachegrind(pathlib.Path(build_dirs[variant] / prog.name).resolve(), args,
+                           inp.parent, f, demangle=False)
+    events, per_fn = measured_guard.function_events(f)
+    return stdout, {fn: metrics(dict(zip(events, c)))["cycles"] for fn, c in per_fn.items()}
+  with cf.ThreadPoolExecutor(max_workers=max(1, min(2, jobs))) as ex:
+    (d_out, d_cost), (p_out, p_cost) = ex.map(one, ("default", "policy"))
+  if d_out != p_out:
+    raise RuntimeError(f"{prog.name}: on the second workload the policy build's output "
+                       f"differs from the default build's; refusing to select")
+  chosen = measured_guard.faster_functions(d_cost, p_cost)
+  summary = measured_guard.summarize(d_cost, p_cost, chosen)
+  d = out / prog.name / "measured"
+  print(f"runtime_check: building {prog.name} (measured guard: the policy's allocation "
+        f"for {len(chosen)} of {summary['functions_run']} functions run)", file=stream,
+        flush=True)
+  build_program(prog, src, d, problem, pol.spec, pol.arch.w, jobs=jobs,
+                llvm_version=llvm_version, guarded=True, clang_flags=clang_flags,
+                policy_functions=chosen)
+  (d / "selection.json").write_text(json.dumps({**summary, "functions": chosen}, indent=0)
+                                    + "\n")
+  return d, summary
 
 
 def _measure(prog, out, build_dirs, todo, args, layouts, llvm_version, jobs,

@@ -70,6 +70,10 @@ class Program:
   cxx: bool = False      # link with clang++ (.cc/.cpp/.cxx units compile as C++)
   gen_files: dict = dataclasses.field(default_factory=dict)   # name -> text, in {gen}
   gen_copies: dict = dataclasses.field(default_factory=dict)  # name -> source-tree path
+  # The arguments on a second workload (write_workload(variant=1)) for a program that
+  # reads none of the generated files, so that its second run does other work; None:
+  # `args` (the generated files differ between the workloads).
+  selection_args: list | None = None
 
 
 
@@ -226,6 +230,7 @@ PROGRAMS = [
             _c("dgif_lib egif_lib gifalloc gif_err gif_font gif_hash openbsd-reallocarray "
                "quantize") + ["{gen}/gif_run.c"],
             ["-I.", "-std=gnu99"], [], ["320", "8"], None, role="heldout",
+            selection_args=["256", "6"],
             workload="our driver: quantize, caption and GIF-encode 8 generated frames in "
                      "memory (animation and single images), decode and check them",
             gen_files=runtime_drivers.gen_files("gif_run.c")),
@@ -261,6 +266,7 @@ PROGRAMS = [
                "pngtrans pngwio pngwrite pngwtran pngwutil") + ["{gen}/png_run.c"],
             ["-I.", "-DPNG_INTEL_SSE_OPT=0", "-DPNG_ARM_NEON_OPT=0", "-DPNG_MIPS_MSA_OPT=0",
              "-DPNG_POWERPC_VSX_OPT=0"], ["-lz", "-lm"], ["96", "2"], None, role="reserve",
+            selection_args=["80", "2"],
             workload="our driver: generated images of every PNG colour type encoded in "
                      "memory with every filter, decoded four ways and checked (2 rounds)",
             gen_files=runtime_drivers.gen_files("png_run.c"),
@@ -300,22 +306,28 @@ def make_input(path, size=400_000, seed=7):
 
 
 
-def write_workload(out: pathlib.Path):
+def write_workload(out: pathlib.Path, variant: int = 0):
   """The programs' inputs under `out`: (text input, lua script). The same directory (a
   program's {work}) also gets the generated documents (runtime_workloads): doc.md,
   doc.xml, doc.json, doc.yaml, utf8.txt; and xmlwf.out/doc.xml, a link to /dev/stdout,
-  so that xmlwf, which writes its output to DIR/<input name>, prints it."""
+  so that xmlwf, which writes its output to DIR/<input name>, prints it.
+  variant 0 is the workload every measurement runs; variant k > 0 makes every generated
+  input with other seeds (same sizes and kinds): a second workload to choose on
+  (runtime_check's measured guard) that the measurement never sees."""
+  if variant < 0:
+    raise ValueError(f"write_workload: variant must be >= 0, not {variant}")
+  off = 1000 * variant
   out = pathlib.Path(out)
   out.mkdir(parents=True, exist_ok=True)
   inp = out / "input.txt"
-  make_input(inp)
+  make_input(inp, seed=7 + off)
   script = out / "bench.lua"
   script.write_text(LUA_SCRIPT)
-  runtime_workloads.make_markdown(out / "doc.md")
-  runtime_workloads.make_xml(out / "doc.xml")
-  runtime_workloads.make_json(out / "doc.json")
-  runtime_workloads.make_yaml(out / "doc.yaml")
-  runtime_workloads.make_utf8(out / "utf8.txt")
+  runtime_workloads.make_markdown(out / "doc.md", seed=11 + off)
+  runtime_workloads.make_xml(out / "doc.xml", seed=13 + off)
+  runtime_workloads.make_json(out / "doc.json", seed=17 + off)
+  runtime_workloads.make_yaml(out / "doc.yaml", seed=19 + off)
+  runtime_workloads.make_utf8(out / "utf8.txt", seed=23 + off)
   link = out / "xmlwf.out" / "doc.xml"
   link.parent.mkdir(exist_ok=True)
   if not link.is_symlink() or os.readlink(link) != "/dev/stdout":
@@ -326,15 +338,18 @@ def write_workload(out: pathlib.Path):
 
 
 
-def program_args(prog: Program, inp, script, relative: bool = False) -> list:
+def program_args(prog: Program, inp, script, relative: bool = False,
+                 selection: bool = False) -> list:
   """prog.args with {input}, {script} and {work} (the workload directory) filled in;
   other braces (a regex's {4,}) stay as they are. relative: paths relative to the
-  workload directory, for a run from there (the same argument bytes wherever it is)."""
+  workload directory, for a run from there (the same argument bytes wherever it is).
+  selection: the arguments for the second workload (prog.selection_args if set)."""
   work = pathlib.Path(inp).parent
   rel = (lambda x: os.path.relpath(x, work)) if relative else str
   values = {"{input}": rel(inp), "{script}": rel(script), "{work}": rel(work)}
+  args = prog.selection_args if selection and prog.selection_args is not None else prog.args
   return [re.sub(r"\{(?:input|script|work)\}", lambda m: values[m.group(0)], a)
-          for a in prog.args]
+          for a in args]
 
 
 

@@ -107,6 +107,30 @@ def test_guarded_compile_is_the_lower_cost_per_function(combined, tmp_path, prob
   assert g2.compiles == 2 and g2.scores == g.scores
 
 
+def test_selected_compile_keeps_the_named_functions_whatever_their_cost(combined,
+                                                                       tmp_path):
+  """policy_functions: exactly the named functions get the policy's allocation, a worse
+  one included (the choice was made elsewhere, e.g. by measured run time), every other
+  function the default's; naming none gives the default's object."""
+  _, dflt = _scores(combined, "regalloc_eviction", env.CompilerDefault(), tmp_path / "d.o")
+  _, pol = _scores(combined, "regalloc_eviction", LowestColumn())
+  better = sorted(f for f in pol if pol[f] < dflt.get(f, 0.0))
+  worse = sorted(f for f in pol if pol[f] > dflt.get(f, 0.0))
+  pick = {better[0], worse[0], "not_a_function_of_this_module"}
+  g = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                              policy_functions=pick, output_path=str(tmp_path / "s.o"))
+  assert g.ok and g.compiles == 3 and g.mismatches == []
+  assert g.policy_functions == sorted({better[0], worse[0]})
+  for f in set(dflt) | set(pol):
+    want = pol.get(f, 0.0) if f in pick else dflt.get(f, 0.0)
+    assert g.scores.get(f, 0.0) == pytest.approx(want, rel=1e-9), f
+  assert g.scores[worse[0]] > dflt[worse[0]]
+  none = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                                 policy_functions=set(), output_path=str(tmp_path / "n.o"))
+  assert none.ok and none.policy_functions == [] and none.scores == dflt
+  assert (tmp_path / "n.o").read_bytes() == (tmp_path / "d.o").read_bytes()
+
+
 def test_policy_better_everywhere_keeps_its_compile(tmp_path):
   m = None
   for src in sorted(DATA.glob("*.c")):

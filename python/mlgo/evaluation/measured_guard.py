@@ -1,0 +1,90 @@
+"""A guard judged by measured run time: per function, the policy's allocation only where
+a profiled run of a second workload says it runs faster than the default's.
+
+The static guard (mlgo.env.guarded) keeps whichever allocation the allocator's remarks
+cost prefers. That cost weighs blocks by LLVM's estimated frequencies, and measured
+programs show it wrong both ways (README: zstd's ZDICT_tryMerge, giflib's
+DGifDecompressLine). Here both builds of a program run under cachegrind on a workload
+that the final measurement does not use, and each function's estimated cycles (the sum
+over its instructions, runtime_check's formula) decide. A function the workload does
+not run gets the default's allocation. Like PGO this needs a representative workload;
+unlike a profile it changes none of the allocator's decisions, it only picks between
+two finished allocations of each function (mlgo.env.guarded's selected compile).
+
+The reader takes cachegrind's output file (`--cachegrind-out-file`, run with
+`--demangle=no` so that names are the symbols llc knows): header lines, then `fl=` and
+`fn=` context lines and cost lines `LINE COUNT...` (trailing zero counts left out),
+and a `summary:` line that the per-line counts must add up to.
+"""
+import collections
+import pathlib
+
+from mlgo.profiles.callgrind import ProfileError
+
+
+def function_events(path) -> tuple:
+  """(events, {function: [count per event]}) of a cachegrind output file; a function
+  under several `fl=` contexts is summed. A missing, empty or malformed file, or counts
+  that do not add up to the summary, raise ProfileError naming the file (and line)."""
+  path = pathlib.Path(path)
+  try:
+    text = path.read_text(encoding="utf-8", errors="replace")
+  except OSError as e:
+    raise ProfileError(f"{path}: cannot read the cachegrind output: {e}") from None
+  events, summary, fn = None, None, None
+  per_fn = collections.defaultdict(lambda: [0] * len(events))
+  for n, line in enumerate(text.splitlines(), 1):
+    if not line or line.startswith(("desc:", "cmd:", "fl=", "#")):
+      continue
+    if line.startswith("events:"):
+      events = line.split()[1:]
+      if not events:
+        raise ProfileError(f"{path}:{n}: `events:` names no event")
+    elif line.startswith("fn="):
+      fn = line[3:].strip()
+    elif line.startswith("summary:"):
+      summary = line.split()[1:]
+    elif line[0].isdigit():
+      if events is None or fn is None:
+        raise ProfileError(f"{path}:{n}: a cost line before `events:` and `fn=`")
+      fields = line.split()[1:]
+      if len(fields) > len(events):
+        raise ProfileError(f"{path}:{n}: {len(fields)} counts for {len(events)} events")
+      try:
+        counts = [int(x) for x in fields]
+      except ValueError:
+        raise ProfileError(f"{path}:{n}: not a cost line: {line[:80]!r}") from None
+      row = per_fn[fn]
+      for i, c in enumerate(counts):
+        row[i] += c
+    else:
+      raise ProfileError(f"{path}:{n}: unexpected line {line[:80]!r}")
+  if events is None or summary is None:
+    raise ProfileError(f"{path}: not a cachegrind output (no `events:` or `summary:` line)")
+  try:
+    want = [int(x) for x in summary]
+  except ValueError:
+    raise ProfileError(f"{path}: bad `summary:` line {summary[:5]}") from None
+  got = [sum(r[i] for r in per_fn.values()) for i in range(len(events))]
+  if got != want[:len(events)] + [0] * (len(events) - len(want)):
+    raise ProfileError(f"{path}: the per-function counts do not add up to the summary "
+                       f"(truncated file?)")
+  return events, dict(per_fn)
+
+
+def faster_functions(default_cost: dict, policy_cost: dict) -> list:
+  """Functions whose measured cost is lower in the policy's build than in the
+  default's, sorted. A function that only one side ran is not chosen."""
+  return sorted(f for f, c in policy_cost.items()
+                if f in default_cost and c < default_cost[f])
+
+
+def summarize(default_cost: dict, policy_cost: dict, chosen) -> dict:
+  """The selection's figures on its own workload: totals of each side and of the choice
+  (each function at the side it got; an estimate that assumes costs add up)."""
+  chosen = set(chosen)
+  both = set(default_cost) | set(policy_cost)
+  pick = sum(policy_cost[f] if f in chosen else default_cost.get(f, 0) for f in both)
+  return {"functions_run": len(both), "chosen": len(chosen),
+          "default": float(sum(default_cost.values())),
+          "policy": float(sum(policy_cost.values())), "selected_estimate": float(pick)}

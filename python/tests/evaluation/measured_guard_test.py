@@ -1,0 +1,152 @@
+"""The guard judged by measured run time (mlgo.evaluation.measured_guard and
+runtime_check --measured_guard): cachegrind's per-function counts read from a real run,
+bad outputs refused with the file named, the second workload, and one program built
+with the selection end to end."""
+import json
+import pathlib
+import subprocess
+
+import pytest
+
+from mlgo.corpus import sources
+from mlgo.evaluation import measured_guard as mg
+from mlgo.evaluation import runtime_check as rc
+from mlgo.evaluation import runtime_programs as rp
+from mlgo.profiles.callgrind import ProfileError
+from mlgo.util import cli
+from mlgo.util.toolchain import toolchain
+
+PROGRAM = "cjson"   # a "model" program: three translation units, well under a second
+
+CXX = r"""
+#include <cstdio>
+#include <cstdlib>
+namespace demo { __attribute__((noinline)) long spin(long n) { long s = 0; for (long i = 0; i < n; i++) s += i % 7; return s; } }
+static long quiet(long n) { return n * 3; }
+int main(int argc, char **argv) {
+  long n = argc > 1 ? std::atol(argv[1]) : 100000;
+  std::printf("%ld %ld\n", demo::spin(n), quiet(n));
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+  """A real cachegrind output of a small C++ program, names not demangled."""
+  d = tmp_path_factory.mktemp("cg")
+  (d / "p.cc").write_text(CXX)
+  subprocess.run([toolchain(22).clangxx, "-O1", str(d / "p.cc"), "-o", str(d / "p")],
+                 check=True)
+  out = d / "cachegrind.out"
+  stdout, summary = rc.cachegrind(d / "p", ["200000"], d, out, demangle=False)
+  assert stdout.strip()
+  return out, summary
+
+
+def test_recorded_output_per_function(recorded):
+  path, summary = recorded
+  events, per_fn = mg.function_events(path)
+  assert events[:2] == ["Ir", "I1mr"]
+  for i, e in enumerate(events):   # the reader checks this too; here against run()'s sums
+    assert sum(c[i] for c in per_fn.values()) == summary[e], e
+  spin = "_ZN4demo4spinEl"         # the symbol llc knows, not "demo::spin(long)"
+  assert spin in per_fn and "main" in per_fn
+  ir = events.index("Ir")
+  assert per_fn[spin][ir] > 200000 * 3     # the loop: a few instructions an iteration
+  assert per_fn[spin][ir] > 0.5 * summary["Ir"]
+
+
+def test_bad_outputs_name_the_file(recorded, tmp_path):
+  path, _ = recorded
+  text = path.read_text()
+  cases = {
+      "empty": "",
+      "truncated": text[: len(text) // 2].rsplit("\n", 1)[0] + "\n",  # no summary
+      "garbage": text.replace("fn=main", "this is not cachegrind", 1),
+      "wrong_sum": text.replace("summary: ", "summary: 1", 1),
+      "too_many_counts": text.replace("\nfn=main\n", "\nfn=main\n1 " + "1 " * 20 + "\n", 1),
+  }
+  for name, body in cases.items():
+    f = tmp_path / name
+    f.write_text(body)
+    with pytest.raises(ProfileError, match=str(f)):
+      mg.function_events(f)
+  with pytest.raises(ProfileError, match="cannot read"):
+    mg.function_events(tmp_path / "missing")
+
+
+def test_faster_functions_and_summary():
+  d = {"a": 100.0, "b": 50.0, "c": 10.0, "only_default": 5.0}
+  p = {"a": 90.0, "b": 50.0, "c": 12.0, "only_policy": 1.0}
+  assert mg.faster_functions(d, p) == ["a"]        # ties and one-sided names stay default
+  s = mg.summarize(d, p, ["a"])
+  assert s["chosen"] == 1 and s["functions_run"] == 5
+  assert s["default"] == 165.0 and s["policy"] == 153.0
+  assert s["selected_estimate"] == 90.0 + 50.0 + 10.0 + 5.0
+
+
+def test_second_workload_differs_but_is_deterministic(tmp_path):
+  a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+  inp, script = rp.write_workload(a)
+  rp.write_workload(b, variant=1)
+  rp.write_workload(c, variant=1)
+  for f in ("input.txt", "doc.md", "doc.xml", "doc.json", "doc.yaml", "utf8.txt"):
+    assert (a / f).read_bytes() != (b / f).read_bytes(), f
+    assert (b / f).read_bytes() == (c / f).read_bytes(), f
+    assert abs((a / f).stat().st_size - (b / f).stat().st_size) < 0.2 * (a / f).stat().st_size
+  with pytest.raises(ValueError, match="variant"):
+    rp.write_workload(tmp_path / "d", variant=-1)
+  # Every program does other work on the second workload: other files, or other args.
+  for p in rp.PROGRAMS:
+    args = rp.program_args(p, inp, script, selection=True)
+    reads = any(x in " ".join(p.args) for x in ("{input}", "{work}"))
+    assert reads or p.name == "lua" or args != rp.program_args(p, inp, script), p.name
+
+
+def _source_home(package):
+  homes = [cli.mlgo_home(), pathlib.Path.home() / ".cache" / "mlgo"]
+  return next((h for h in homes if (h / "sources" / package / ".unpacked").exists()), None)
+
+
+def test_measured_guard_build_of_one_program(tmp_path, monkeypatch):
+  """runtime_check --measured_guard on one small program: the second workload is
+  profiled on both plain builds, and the selected build has, per function, the policy's
+  allocation cost for exactly the functions that ran faster there, the default's for
+  every other."""
+  prog = next(p for p in rp.PROGRAMS if p.name == PROGRAM)
+  home = _source_home(prog.package)
+  if home is None:
+    home = tmp_path / "home"
+    try:
+      sources.fetch_source(prog.package, home / "sources")
+    except (sources.BuildError, OSError) as e:
+      pytest.skip(f"Debian source of {prog.package} unavailable: {e}")
+  monkeypatch.setenv("MLGO_HOME", str(home))
+  model = next(p for p in cli.runfile_candidates("models/regalloc_eviction")
+               if (p / "policy.json").exists())
+  out = tmp_path / "rc"
+  (row,) = rc.run("regalloc_eviction", model, out, programs=[PROGRAM], measured_guard=True)
+  sel = json.loads((out / PROGRAM / "measured" / "selection.json").read_text())
+  assert row["selection"]["chosen"] == len(sel["functions"]) == sel["chosen"]
+  assert 0 < sel["chosen"] < sel["functions_run"]
+  assert sel["selected_estimate"] <= min(sel["default"], sel["policy"])
+  ev_d, d_fn = mg.function_events(out / PROGRAM / "selection.cachegrind.default")
+  ev_p, p_fn = mg.function_events(out / PROGRAM / "selection.cachegrind.policy")
+  cyc = lambda ev, c: rc.metrics(dict(zip(ev, c)))["cycles"]
+  for f in sel["functions"]:
+    assert cyc(ev_p, p_fn[f]) < cyc(ev_d, d_fn[f]), f
+  scores = {v: json.loads((out / PROGRAM / v / "functions.json").read_text())
+            for v in ("default", "policy", "measured")}
+  chosen = set(sel["functions"])
+  differ = 0
+  for f in set(scores["default"]) | set(scores["policy"]):
+    side = "policy" if f in chosen else "default"
+    assert scores["measured"].get(f, 0.0) == pytest.approx(scores[side].get(f, 0.0),
+                                                           rel=1e-9), f
+    differ += scores["policy"].get(f, 0.0) != scores["default"].get(f, 0.0)
+  assert differ > 0
+  assert row["default"]["cycles"] > 0 and row["policy"]["cycles"] > 0
+  with pytest.raises(ValueError, match="pick one"):
+    rc.run("regalloc_eviction", model, out, programs=[PROGRAM], measured_guard=True,
+           guarded=True)
