@@ -17,7 +17,9 @@ own and clang's with the inline advisor plugin (-fpass-plugin): never bigger tha
 
 If the guarded rebuild fails (llc crash or timeout, a policy error), the wrapper keeps
 clang's object, prints a warning naming the source and exits 0: a build never breaks on
-the guard. --log=FILE appends one JSON line per object (source, per-object cost totals,
+the guard. --policy_functions=FILE replaces the cost comparison by a list made elsewhere,
+e.g. by measured run time (tools/select_functions): exactly the listed functions keep the
+policy's allocation. --log=FILE appends one JSON line per object (source, per-object cost totals,
 llc runs, functions that kept the policy's decisions).
 """
 import argparse
@@ -123,6 +125,10 @@ def main(argv=None) -> int:
   ap.add_argument("--cxx", action="store_true", help="drive clang++ (else clang)")
   ap.add_argument("--log", help="append one JSON line per guarded object here")
   ap.add_argument("--timeout", type=float, default=600.0, help="seconds per llc run")
+  ap.add_argument("--policy_functions",
+                  help="a file of function names (one a line; tools/select_functions "
+                       "writes it from measured profiles): exactly these keep the policy's "
+                       "allocation, every other function clang's, whatever the costs say")
   ap.add_argument("--unguarded", action="store_true",
                   help="for comparison: keep the policy's own object (every function "
                        "follows the policy); the log still has all three costs")
@@ -135,6 +141,19 @@ def main(argv=None) -> int:
     print("guarded_cc: give --policy (register allocation) or --inline_plugin (inlining)",
           file=sys.stderr)
     return 2
+  selection = None
+  if a.policy_functions:
+    if a.inline_plugin or a.unguarded:
+      print("guarded_cc: --policy_functions selects register allocations; it goes with "
+            "--policy, not --inline_plugin or --unguarded", file=sys.stderr)
+      return 2
+    try:
+      with open(a.policy_functions, encoding="utf-8") as f:
+        selection = frozenset(x.strip() for x in f if x.strip())
+    except OSError as e:
+      print(f"guarded_cc: --policy_functions: {e}", file=sys.stderr)
+      return 2
+  a.selection = selection
   if a.inline_plugin and not os.path.isfile(a.inline_plugin):
     print(f"guarded_cc: {a.inline_plugin}: no such plugin", file=sys.stderr)
     return 2
@@ -185,10 +204,10 @@ def _guard(a, compiler, args, src, out) -> dict:
       policy = policy_io.load_policy(a.policy)
     obj = os.path.join(tmp, "guarded.o")
     g = guarded.guarded_compile(module, problem, policy, timeout=a.timeout,
-                                output_path=obj, **kw)
+                                output_path=obj, policy_functions=a.selection, **kw)
     info = {"source": src, "output": out, "ok": g.ok and not g.mismatches,
             "reason": g.result.reason or (f"{len(g.mismatches)} functions not at the "
-                                          "lower cost" if g.mismatches else None),
+                                          "chosen side's cost" if g.mismatches else None),
             "llc_runs": g.compiles, "default_cost": sum(g.default_scores.values()),
             "policy_cost": sum(g.policy_scores.values()),
             "guarded_cost": sum(g.scores.values()),

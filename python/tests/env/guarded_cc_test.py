@@ -169,3 +169,54 @@ def test_inline_plugin_object_is_never_bigger(tmp_path):
     assert (row["default_text"], row["policy_text"]) == (d, p)
     assert text_size(str(tmp_path / f"{src}.o")) == row["guarded_text"] == min(d, p)
     assert row["kept"] == ("policy" if p < d else "default")
+
+
+def _cachegrind(tmp_path, exe, out):
+  r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=yes",
+                      "--demangle=no", f"--cachegrind-out-file={out}", str(exe)],
+                     cwd=tmp_path, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr[-500:]
+  return r.stdout
+
+
+def test_selection_by_measured_profiles(tmp_path, srcs):
+  """The measured-guard flow of the README: clang's build and the policy's own build
+  profiled on one workload, tools/select_functions lists the functions the policy ran
+  faster, and guarded_cc --policy_functions gives exactly those the policy's allocation:
+  an empty list gives clang's objects byte for byte."""
+  plain, clang_objs = _build(tmp_path, srcs, [toolchain(22).clang], "clang")
+  pol, _ = _build(tmp_path, srcs, [tool(), "--unguarded", f"--policy={model()}", "--"],
+                  "policy")
+  assert pol == plain
+  assert _cachegrind(tmp_path, tmp_path / "clang", tmp_path / "cg.d") == plain
+  _cachegrind(tmp_path, tmp_path / "policy", tmp_path / "cg.p")
+  sel = tmp_path / "functions.txt"
+  r = subprocess.run([str(lib.runfile("tools/select_functions")), f"--default={tmp_path}/cg.d",
+                      f"--policy={tmp_path}/cg.p", f"--output={sel}"], capture_output=True,
+                     text=True, timeout=120)
+  assert r.returncode == 0, r.stderr
+  chosen = sel.read_text().split()
+  assert f"select_functions: {len(chosen)} of " in r.stdout
+  log = tmp_path / "sel.jsonl"
+  out, _ = _build(tmp_path, srcs, [tool(), f"--policy={model()}", f"--log={log}",
+                                   f"--policy_functions={sel}", "--"], "selected")
+  assert out == plain
+  rows = [json.loads(x) for x in log.read_text().splitlines()]
+  assert all(x["ok"] for x in rows)
+  kept = {f for x in rows for f in x["policy_functions"]}
+  assert kept <= set(chosen)
+  (tmp_path / "none.txt").write_text("")
+  _, objs = _build(tmp_path, srcs, [tool(), f"--policy={model()}",
+                                    f"--policy_functions={tmp_path}/none.txt", "--"], "none")
+  assert objs == clang_objs
+  # A profile with demangled names would match no symbol: refused, naming the file.
+  (tmp_path / "cg.bad").write_text((tmp_path / "cg.p").read_text().replace(
+      "fn=main", "fn=ns::f(int)", 1))
+  r = subprocess.run([str(lib.runfile("tools/select_functions")), f"--default={tmp_path}/cg.d",
+                      f"--policy={tmp_path}/cg.bad", f"--output={sel}"], capture_output=True,
+                     text=True, timeout=120)
+  assert r.returncode == 1 and "cg.bad" in r.stderr and "--demangle=no" in r.stderr
+  r = subprocess.run([tool(), f"--policy={model()}", f"--policy_functions={tmp_path}/nope",
+                      "--", "-O2", "-c", "main.c", "-o", "x.o"], cwd=tmp_path,
+                     capture_output=True, text=True, timeout=120)
+  assert r.returncode == 2 and "nope" in r.stderr

@@ -1,0 +1,66 @@
+"""The functions whose register allocation by a policy ran faster than the default's, from
+two cachegrind profiles of the same workload: the list `guarded_cc --policy_functions`
+builds with (a guard judged by measured run time; mlgo/evaluation/measured_guard.py).
+
+  # both builds of your program: clang's own and the policy's (every function)
+  make CC=clang-22 && mv prog prog.default
+  make clean && make CC="bazel-bin/tools/guarded_cc --unguarded --policy=$PWD/models/regalloc_eviction --"
+  # a representative workload under cachegrind, names as llc knows them
+  valgrind --tool=cachegrind --cache-sim=yes --branch-sim=yes --demangle=no \
+      --cachegrind-out-file=cg.default ./prog.default WORKLOAD
+  valgrind ... --cachegrind-out-file=cg.policy ./prog WORKLOAD
+  bazel run //tools:select_functions -- --default=$PWD/cg.default --policy=$PWD/cg.policy \
+      --output=$PWD/functions.txt
+  make clean && make CC="bazel-bin/tools/guarded_cc --policy=$PWD/models/regalloc_eviction \
+      --policy_functions=$PWD/functions.txt --"
+
+A function is listed when its estimated cycles (instructions + 10 per L1 miss + 100 per
+LL miss + 15 per mispredicted branch, as runtime_check counts them) are lower in the
+policy's profile. Functions the workload did not run are not listed, so they keep
+clang's allocation. Like PGO it is only as good as the workload: judge the result on
+another one.
+"""
+import argparse
+import sys
+
+from mlgo.util.cli import user_path
+
+
+def main(argv=None) -> int:
+  # pylint: disable=import-outside-toplevel
+  from mlgo.evaluation import measured_guard, runtime_check
+  from mlgo.profiles.callgrind import ProfileError
+  ap = argparse.ArgumentParser(description=__doc__,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--default", required=True, help="cachegrind output of the default build")
+  ap.add_argument("--policy", required=True, help="cachegrind output of the policy's build")
+  ap.add_argument("--output", required=True, help="the function list to write")
+  a = ap.parse_args(argv)
+  cost = {}
+  try:
+    for side in ("default", "policy"):
+      events, per_fn = measured_guard.function_events(user_path(getattr(a, side)))
+      cost[side] = {f: runtime_check.metrics(dict(zip(events, c)))["cycles"]
+                    for f, c in per_fn.items()}
+  except ProfileError as e:
+    print(f"select_functions: {e}", file=sys.stderr)
+    return 1
+  for side in ("default", "policy"):
+    demangled = [f for f in cost[side] if "(" in f and "(below main)" != f]
+    if demangled:   # llc names functions by their symbols: the list would match nothing
+      print(f"select_functions: {getattr(a, side)}: names are demangled (e.g. "
+            f"{demangled[0]!r}); run cachegrind with --demangle=no", file=sys.stderr)
+      return 1
+  chosen = measured_guard.faster_functions(cost["default"], cost["policy"])
+  s = measured_guard.summarize(cost["default"], cost["policy"], chosen)
+  out = user_path(a.output)
+  out.write_text("".join(f + "\n" for f in chosen))
+  est = lambda x: 100.0 * (x / s["default"] - 1.0) if s["default"] else 0.0
+  print(f"select_functions: {len(chosen)} of {s['functions_run']} functions run are faster "
+        f"with the policy; estimated cycles on this workload: policy {est(s['policy']):+.2f}%, "
+        f"selection {est(s['selected_estimate']):+.2f}% (if costs add up); wrote {out}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
