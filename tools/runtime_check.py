@@ -2,7 +2,7 @@
 
   bazel run //tools:runtime_check -- --problem=regalloc_eviction --policy=DIR
       [--output=DIR] [--programs=NAME,...] [--role=model|heldout] [--jobs=2]
-      [--guarded | --measured_guard] [--pgo] [--layouts=4]
+      [--guarded | --measured_guard [--candidates=DIR,...]] [--pgo] [--layouts=4]
 Builds each program from its Debian source package twice (every translation unit
 through llc with the default allocator, then with the policy), runs both under
 cachegrind (cache + branch simulation) on a generated, deterministic workload, checks
@@ -56,6 +56,9 @@ def main(argv=None):
                        "time: both builds run under cachegrind on a second workload (other "
                        "generated inputs) and a function keeps the policy's allocation "
                        "only if it ran faster there")
+  ap.add_argument("--candidates", default="",
+                  help="with --measured_guard: more policy dirs, comma-separated; each "
+                       "function gets the fastest of the default, --policy and these")
   ap.add_argument("--pgo", action="store_true",
                   help="PGO builds on both sides: each program's own workload profiled "
                        "first (llc's block frequencies measured, not estimated)")
@@ -66,13 +69,16 @@ def main(argv=None):
     ap.error("--layouts must be >= 0")
   if a.guarded and a.measured_guard:
     ap.error("--guarded and --measured_guard are two different guards; pick one")
+  if a.candidates and not a.measured_guard:
+    ap.error("--candidates goes with --measured_guard")
   p = policy_path(a.policy)
   out = user_path(a.output)
   rows = runtime_check.run(a.problem, p, out,
                            programs=[x for x in a.programs.split(",") if x] or None,
                            role=a.role, jobs=a.jobs, guarded=a.guarded,
                            pgo=a.pgo, layouts=a.layouts,
-                           measured_guard=a.measured_guard)
+                           measured_guard=a.measured_guard,
+                           candidates=[policy_path(c) for c in a.candidates.split(",") if c])
   (out / "runtime_check.json").write_text(json.dumps(rows, indent=1) + "\n")
   runtime_report.plot(rows, out / "runtime_check.png")
   print(runtime_report.format_table(rows))

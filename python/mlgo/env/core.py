@@ -190,6 +190,7 @@ def _run_loop(reader, wfd_holder, base, proc, deadline, problem, policy, llvm_ve
   default_fn = problem.default_action
   is_default = isinstance(policy, DefaultPolicy)
   act = policy.act
+  enter_function = getattr(policy, "enter_function", None)   # e.g. FunctionRouter
   has_defaults = bool(problem.hidden_features)
   contexts = {}
   order = []
@@ -209,6 +210,8 @@ def _run_loop(reader, wfd_holder, base, proc, deadline, problem, policy, llvm_ve
     if names is None:
       names = _check_header(reader, problem)
     if type(ev) is Context:  # pylint: disable=unidiomatic-typecheck
+      if enter_function is not None:
+        enter_function(ev.name)
       cur = contexts.get(ev.name)
       if cur is None:
         cur = contexts[ev.name] = ([], [], [])

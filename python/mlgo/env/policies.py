@@ -111,6 +111,32 @@ class PrefixFlip:
     return self.then.act(observation)
 
 
+class FunctionRouter:
+  """Each function's decisions from one of several policies: `route` maps a function
+  name to an index into `policies`; a function it does not name gets policies[0]. The
+  compile loop calls enter_function(name) when the compiler starts a function (regalloc
+  streams name each function in a context event). Greedy allocation of one function
+  does not depend on another's, so with deterministic policies a function gets exactly
+  the allocation its policy would give it alone: what a guard choosing among several
+  policies needs (evaluation.measured_guard)."""
+
+  def __init__(self, policies, route: dict):
+    if not policies:
+      raise ValueError("FunctionRouter needs at least one policy")
+    bad = {f: k for f, k in route.items() if not 0 <= int(k) < len(policies)}
+    if bad:
+      raise ValueError(f"FunctionRouter: route names policies that do not exist: "
+                       f"{dict(list(bad.items())[:3])} (have {len(policies)})")
+    self.policies, self.route = list(policies), {f: int(k) for f, k in route.items()}
+    self.current = self.policies[0]
+
+  def enter_function(self, name: str):
+    self.current = self.policies[self.route.get(name, 0)]
+
+  def act(self, observation: dict):
+    return self.current.act(observation)
+
+
 class RandomPolicy:
   """Uniformly random valid decisions (seeded), by the problem's own rule
   (Problem.random_action): inline or not; a masked-valid column; a priority uniform in

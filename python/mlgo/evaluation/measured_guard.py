@@ -75,16 +75,35 @@ def function_events(path) -> tuple:
 def faster_functions(default_cost: dict, policy_cost: dict) -> list:
   """Functions whose measured cost is lower in the policy's build than in the
   default's, sorted. A function that only one side ran is not chosen."""
-  return sorted(f for f, c in policy_cost.items()
-                if f in default_cost and c < default_cost[f])
+  return sorted(fastest_policy(default_cost, [policy_cost]))
 
 
-def summarize(default_cost: dict, policy_cost: dict, chosen) -> dict:
+def fastest_policy(default_cost: dict, policy_costs: list) -> dict:
+  """{function: index of the policy whose build ran it in the fewest cycles}, for the
+  functions where some policy beat the default (ties go to the default, then to the
+  earlier policy). A function missing from a profile is not chosen for that side."""
+  route = {}
+  for f, best in default_cost.items():
+    for k, cost in enumerate(policy_costs):
+      if f in cost and cost[f] < best:
+        route[f], best = k, cost[f]
+  return route
+
+
+def summarize(default_cost: dict, policy_cost, chosen) -> dict:
   """The selection's figures on its own workload: totals of each side and of the choice
-  (each function at the side it got; an estimate that assumes costs add up)."""
-  chosen = set(chosen)
-  both = set(default_cost) | set(policy_cost)
-  pick = sum(policy_cost[f] if f in chosen else default_cost.get(f, 0) for f in both)
-  return {"functions_run": len(both), "chosen": len(chosen),
-          "default": float(sum(default_cost.values())),
-          "policy": float(sum(policy_cost.values())), "selected_estimate": float(pick)}
+  (each function at the side it got; an estimate that assumes costs add up).
+  policy_cost: one policy's {function: cost}, or a list of them with `chosen` a
+  fastest_policy route (a list of names means policy 0 for each)."""
+  costs = policy_cost if isinstance(policy_cost, list) else [policy_cost]
+  route = chosen if isinstance(chosen, dict) else {f: 0 for f in chosen}
+  funcs = set(default_cost).union(*costs)
+  pick = sum(costs[route[f]][f] if f in route else default_cost.get(f, 0) for f in funcs)
+  out = {"functions_run": len(funcs), "chosen": len(route),
+         "default": float(sum(default_cost.values())),
+         "policy": float(sum(costs[0].values())), "selected_estimate": float(pick)}
+  if len(costs) > 1:
+    out["candidates"] = [float(sum(c.values())) for c in costs[1:]]
+    out["chosen_per_policy"] = [sum(1 for k in route.values() if k == i)
+                                for i in range(len(costs))]
+  return out

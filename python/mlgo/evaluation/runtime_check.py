@@ -265,13 +265,15 @@ def perf_stat(exe, args, cwd, events=("instructions", "cycles")) -> dict:
 
 def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: int = 2,
         llvm_version: int = 22, stream=sys.stderr, guarded: bool = False,
-        pgo: bool = False, layouts: int = 0, measured_guard: bool = False) -> list:
+        pgo: bool = False, layouts: int = 0, measured_guard: bool = False,
+        candidates=()) -> list:
   """guarded: the policy side is built with guarded compiles (mlgo.env.guarded; its
   build dir is <program>/guarded), its figures still under "policy" in the rows.
   measured_guard: the policy side is a selected build (<program>/measured): per function
   the policy's allocation only where it ran faster on a second workload
   (write_workload(variant=1), mlgo.evaluation.measured_guard); the row's "selection"
-  says how many functions kept it.
+  says how many functions kept it. candidates: more policy dirs for the measured guard
+  to choose from (per function the fastest of the default, the policy and these).
   pgo: both sides are PGO builds (-fprofile-instr-use with a profile of the program's
   own workload, taken once per output dir), so llc's block frequencies are measured;
   the comparison is then policy-with-profile against default-with-profile.
@@ -285,6 +287,12 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
   if guarded and measured_guard:
     raise ValueError("runtime_check: --guarded and --measured_guard are two different "
                      "guards; pick one")
+  if candidates and not measured_guard:
+    raise ValueError("runtime_check: candidates are for the measured guard")
+  others = [policy_io.load_policy(c) for c in candidates]
+  for c, o in zip(candidates, others):
+    if not problems_lib.same_decisions(o.problem, problem):
+      raise ValueError(f"{c}: policy is for {o.problem}, not {problem}")
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
   inp, script = write_workload(out)
@@ -332,7 +340,7 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
     selection = None
     if measured_guard:
       build_dirs["policy"], selection = _measured_build(
-          prog, src, out, build_dirs, second, problem, pol, jobs, llvm_version,
+          prog, src, out, build_dirs, second, problem, [pol] + others, jobs, llvm_version,
           clang_flags, stream)
     # Every run still to make, both sides and every layout, `jobs` at a time: cachegrind
     # is single-threaded and its counts do not depend on what else runs.
@@ -370,38 +378,50 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
   return rows
 
 
-def _measured_build(prog, src, out, build_dirs, second, problem, pol, jobs, llvm_version,
+def _measured_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm_version,
                     clang_flags, stream):
-  """measured_guard's selected build of `prog`: the plain default and policy builds run
-  under cachegrind on the second workload (same output required), and the policy keeps
-  the functions it ran faster there. Returns (its build dir, the selection's summary)."""
+  """measured_guard's selected build of `prog`: the plain default build and a plain
+  build of each policy in `pols` (the first is build_dirs["policy"]) run under
+  cachegrind on the second workload (same output required); each function gets the
+  allocation of the build that ran it fastest there (FunctionRouter on the channel for
+  more than one policy). Returns (its build dir, the selection's summary)."""
+  from mlgo.env.policies import FunctionRouter  # pylint: disable=import-outside-toplevel
+  sides = ["default", "policy"] + [f"candidate-{k}" for k in range(1, len(pols))]
+  for k, side in enumerate(sides[2:], 1):
+    build_dirs[side] = out / prog.name / side
+    print(f"runtime_check: building {prog.name} ({side})", file=stream, flush=True)
+    build_program(prog, src, build_dirs[side], problem, None, None, jobs=jobs,
+                  llvm_version=llvm_version, clang_flags=clang_flags, policy=pols[k])
   inp, script = second
   args = program_args(prog, inp, script, relative=True, selection=True)
 
-  def one(variant):
-    f = out / prog.name / f"selection.cachegrind.{variant}"
-    print(f"runtime_check: running {prog.name} ({variant}) on the second workload",
+  def one(side):
+    f = out / prog.name / f"selection.cachegrind.{side}"
+    print(f"runtime_check: running {prog.name} ({side}) on the second workload",
           file=stream, flush=True)
-    stdout, _ = cachegrind(pathlib.Path(build_dirs[variant] / prog.name).resolve(), args,
+    stdout, _ = cachegrind(pathlib.Path(build_dirs[side] / prog.name).resolve(), args,
                            inp.parent, f, demangle=False)
     events, per_fn = measured_guard.function_events(f)
     return stdout, {fn: metrics(dict(zip(events, c)))["cycles"] for fn, c in per_fn.items()}
-  with cf.ThreadPoolExecutor(max_workers=max(1, min(2, jobs))) as ex:
-    (d_out, d_cost), (p_out, p_cost) = ex.map(one, ("default", "policy"))
-  if d_out != p_out:
-    raise RuntimeError(f"{prog.name}: on the second workload the policy build's output "
-                       f"differs from the default build's; refusing to select")
-  chosen = measured_guard.faster_functions(d_cost, p_cost)
-  summary = measured_guard.summarize(d_cost, p_cost, chosen)
+  with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+    runs = list(ex.map(one, sides))
+  for side, (stdout, _) in zip(sides[1:], runs[1:]):
+    if stdout != runs[0][0]:
+      raise RuntimeError(f"{prog.name}: on the second workload the {side} build's output "
+                         f"differs from the default build's; refusing to select")
+  d_cost, costs = runs[0][1], [c for _, c in runs[1:]]
+  route = measured_guard.fastest_policy(d_cost, costs)
+  summary = measured_guard.summarize(d_cost, costs, route)
   d = out / prog.name / "measured"
-  print(f"runtime_check: building {prog.name} (measured guard: the policy's allocation "
-        f"for {len(chosen)} of {summary['functions_run']} functions run)", file=stream,
+  print(f"runtime_check: building {prog.name} (measured guard: a policy's allocation "
+        f"for {len(route)} of {summary['functions_run']} functions run)", file=stream,
         flush=True)
-  build_program(prog, src, d, problem, pol.spec, pol.arch.w, jobs=jobs,
-                llvm_version=llvm_version, guarded=True, clang_flags=clang_flags,
-                policy_functions=chosen)
-  (d / "selection.json").write_text(json.dumps({**summary, "functions": chosen}, indent=0)
-                                    + "\n")
+  router = pols[0] if len(pols) == 1 else FunctionRouter(pols, route)
+  build_program(prog, src, d, problem, None, None, jobs=jobs, llvm_version=llvm_version,
+                guarded=True, clang_flags=clang_flags, policy=router,
+                policy_functions=sorted(route))
+  (d / "selection.json").write_text(json.dumps({**summary, "functions": sorted(route),
+                                                "route": route}, indent=0) + "\n")
   return d, summary
 
 

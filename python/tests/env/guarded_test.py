@@ -131,6 +131,31 @@ def test_selected_compile_keeps_the_named_functions_whatever_their_cost(combined
   assert (tmp_path / "n.o").read_bytes() == (tmp_path / "d.o").read_bytes()
 
 
+def test_routed_compile_gives_each_function_its_policys_allocation(combined, tmp_path):
+  """A FunctionRouter over two policies in a selected compile: each named function has
+  exactly the score its own policy gives it in a plain compile (the allocator decides
+  functions independently), every other function the default's."""
+  from mlgo.env.policies import DefaultPolicy, FunctionRouter
+  _, dflt = _scores(combined, "regalloc_eviction", env.CompilerDefault())
+  _, low = _scores(combined, "regalloc_eviction", LowestColumn())
+  _, rule = _scores(combined, "regalloc_eviction", DefaultPolicy("regalloc_eviction"))
+  both = sorted(f for f in low if low[f] != rule.get(f, 0.0) and low[f] != dflt.get(f, 0.0))
+  assert len(both) >= 2, "the test needs two functions the policies allocate differently"
+  route = {both[0]: 0, both[1]: 1}
+  g = guarded.guarded_compile(combined, "regalloc_eviction",
+                              FunctionRouter([LowestColumn(), DefaultPolicy("regalloc_eviction")],
+                                             route),
+                              policy_functions=set(route))
+  assert g.ok and g.mismatches == [] and g.policy_functions == sorted(route)
+  assert g.scores[both[0]] == pytest.approx(low[both[0]], rel=1e-9)
+  assert g.scores[both[1]] == pytest.approx(rule.get(both[1], 0.0), rel=1e-9)
+  for f in set(dflt) | set(low):
+    if f not in route:
+      assert g.scores.get(f, 0.0) == pytest.approx(dflt.get(f, 0.0), rel=1e-9), f
+  with pytest.raises(ValueError, match="do not exist"):
+    FunctionRouter([LowestColumn()], {"f": 1})
+
+
 def test_policy_better_everywhere_keeps_its_compile(tmp_path):
   m = None
   for src in sorted(DATA.glob("*.c")):

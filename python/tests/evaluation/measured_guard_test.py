@@ -86,6 +86,17 @@ def test_faster_functions_and_summary():
   assert s["selected_estimate"] == 90.0 + 50.0 + 10.0 + 5.0
 
 
+def test_fastest_policy_routes_each_function_to_its_cheapest_build():
+  d = {"a": 100.0, "b": 50.0, "c": 10.0, "d": 7.0}
+  p0 = {"a": 90.0, "b": 40.0, "c": 12.0, "d": 6.0}
+  p1 = {"a": 95.0, "b": 30.0, "c": 10.0, "d": 6.0}
+  route = mg.fastest_policy(d, [p0, p1])
+  assert route == {"a": 0, "b": 1, "d": 0}     # c: a tie with the default; d: the earlier
+  s = mg.summarize(d, [p0, p1], route)
+  assert s["chosen_per_policy"] == [2, 1] and s["candidates"] == [141.0]
+  assert s["selected_estimate"] == 90.0 + 30.0 + 10.0 + 6.0
+
+
 def test_second_workload_differs_but_is_deterministic(tmp_path):
   a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
   inp, script = rp.write_workload(a)
@@ -150,3 +161,34 @@ def test_measured_guard_build_of_one_program(tmp_path, monkeypatch):
   with pytest.raises(ValueError, match="pick one"):
     rc.run("regalloc_eviction", model, out, programs=[PROGRAM], measured_guard=True,
            guarded=True)
+
+
+def test_measured_guard_over_two_policies(tmp_path, monkeypatch):
+  """--candidates: each function gets the allocation of whichever build (default, the
+  policy, the candidate) ran it fastest on the second workload; the selected build's
+  per-function cost is that build's."""
+  prog = next(p for p in rp.PROGRAMS if p.name == PROGRAM)
+  home = _source_home(prog.package)
+  if home is None:
+    pytest.skip(f"Debian source of {prog.package} not fetched (the test above fetches it)")
+  monkeypatch.setenv("MLGO_HOME", str(home))
+  models = [next(p for p in cli.runfile_candidates(m) if (p / "policy.json").exists())
+            for m in ("models/regalloc_eviction", "models/regalloc_eviction_wide")]
+  out = tmp_path / "rc"
+  (row,) = rc.run("regalloc_eviction", models[0], out, programs=[PROGRAM],
+                  measured_guard=True, candidates=[models[1]])
+  sel = json.loads((out / PROGRAM / "measured" / "selection.json").read_text())
+  assert sel["chosen_per_policy"][0] > 0 and sel["chosen_per_policy"][1] > 0
+  assert row["selection"]["chosen"] == len(sel["route"])
+  scores = {v: json.loads((out / PROGRAM / v / "functions.json").read_text())
+            for v in ("default", "policy", "candidate-1", "measured")}
+  sides = ["policy", "candidate-1"]
+  routed = 0
+  for f in set(scores["default"]) | set(scores["policy"]) | set(scores["candidate-1"]):
+    side = sides[sel["route"][f]] if f in sel["route"] else "default"
+    assert scores["measured"].get(f, 0.0) == pytest.approx(scores[side].get(f, 0.0),
+                                                           rel=1e-9), (f, side)
+    routed += side == "candidate-1" and scores[side].get(f, 0.0) != scores["policy"].get(f, 0.0)
+  assert routed > 0
+  with pytest.raises(ValueError, match="measured guard"):
+    rc.run("regalloc_eviction", models[0], out, programs=[PROGRAM], candidates=[models[1]])
