@@ -19,7 +19,8 @@ If the guarded rebuild fails (llc crash or timeout, a policy error), the wrapper
 clang's object, prints a warning naming the source and exits 0: a build never breaks on
 the guard. --policy_functions=FILE replaces the cost comparison by a list made elsewhere,
 e.g. by measured run time (tools/select_functions): exactly the listed functions keep the
-policy's allocation. --log=FILE appends one JSON line per object (source, per-object cost totals,
+policy's allocation; with --candidates=DIR,... a `NAME INDEX` line gives the function the
+allocation of that policy (0: --policy, 1: the first candidate, ...). --log=FILE appends one JSON line per object (source, per-object cost totals,
 llc runs, functions that kept the policy's decisions).
 """
 import argparse
@@ -128,7 +129,12 @@ def main(argv=None) -> int:
   ap.add_argument("--policy_functions",
                   help="a file of function names (one a line; tools/select_functions "
                        "writes it from measured profiles): exactly these keep the policy's "
-                       "allocation, every other function clang's, whatever the costs say")
+                       "allocation, every other function clang's, whatever the costs say; "
+                       "`NAME INDEX` lines route a function to --candidates' INDEX-th "
+                       "policy (0: --policy)")
+  ap.add_argument("--candidates", default="",
+                  help="with --policy_functions: more policy dirs, comma-separated, that "
+                       "the list's indices 1, 2, ... name")
   ap.add_argument("--unguarded", action="store_true",
                   help="for comparison: keep the policy's own object (every function "
                        "follows the policy); the log still has all three costs")
@@ -148,11 +154,20 @@ def main(argv=None) -> int:
             "--policy, not --inline_plugin or --unguarded", file=sys.stderr)
       return 2
     try:
-      with open(a.policy_functions, encoding="utf-8") as f:
-        selection = frozenset(x.strip() for x in f if x.strip())
-    except OSError as e:
+      selection = _read_selection(a.policy_functions)
+    except (OSError, ValueError) as e:
       print(f"guarded_cc: --policy_functions: {e}", file=sys.stderr)
       return 2
+    n = 1 + len([c for c in a.candidates.split(",") if c])
+    past = sorted(f for f, k in selection.items() if k >= n)
+    if past or a.policy == "release" and n > 1:
+      print(f"guarded_cc: --policy_functions routes {len(past)} functions (e.g. "
+            f"{past[:1]}) to a policy beyond the {n} given (--policy, --candidates; "
+            f"not with --policy=release)", file=sys.stderr)
+      return 2
+  elif a.candidates:
+    print("guarded_cc: --candidates goes with --policy_functions", file=sys.stderr)
+    return 2
   a.selection = selection
   if a.inline_plugin and not os.path.isfile(a.inline_plugin):
     print(f"guarded_cc: {a.inline_plugin}: no such plugin", file=sys.stderr)
@@ -184,6 +199,22 @@ def main(argv=None) -> int:
   return 0
 
 
+def _read_selection(path) -> dict:
+  """{function: policy index} from a --policy_functions file: `NAME` (policy 0) or
+  `NAME INDEX` a line; anything else is an error naming the line."""
+  out = {}
+  with open(path, encoding="utf-8") as f:
+    for n, line in enumerate(f, 1):
+      parts = line.split()
+      if not parts:
+        continue
+      if len(parts) > 2 or len(parts) == 2 and not parts[1].isdigit():
+        raise ValueError(f"{path}:{n}: expected `FUNCTION` or `FUNCTION INDEX`, "
+                         f"got {line.strip()[:80]!r}")
+      out[parts[0]] = int(parts[1]) if len(parts) == 2 else 0
+  return out
+
+
 def _guard(a, compiler, args, src, out) -> dict:
   from mlgo.env import guarded, modules  # pylint: disable=import-outside-toplevel
   from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
@@ -202,9 +233,15 @@ def _guard(a, compiler, args, src, out) -> dict:
     else:
       from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
       policy = policy_io.load_policy(a.policy)
+      others = [policy_io.load_policy(c) for c in a.candidates.split(",") if c]
+      if others:
+        from mlgo.env.policies import FunctionRouter  # pylint: disable=import-outside-toplevel
+        policy = FunctionRouter([policy] + others, a.selection)
     obj = os.path.join(tmp, "guarded.o")
     g = guarded.guarded_compile(module, problem, policy, timeout=a.timeout,
-                                output_path=obj, policy_functions=a.selection, **kw)
+                                output_path=obj, policy_functions=(
+                                    None if a.selection is None else set(a.selection)),
+                                **kw)
     info = {"source": src, "output": out, "ok": g.ok and not g.mismatches,
             "reason": g.result.reason or (f"{len(g.mismatches)} functions not at the "
                                           "chosen side's cost" if g.mismatches else None),

@@ -19,6 +19,10 @@ LL miss + 15 per mispredicted branch, as runtime_check counts them) are lower in
 policy's profile. Functions the workload did not run are not listed, so they keep
 clang's allocation. Like PGO it is only as good as the workload: judge the result on
 another one.
+
+Several policies: give --policy once per policy build's profile, in the order of
+guarded_cc's --policy and --candidates; each line is then `FUNCTION INDEX`, the policy
+whose build ran the function fastest (0: --policy, 1: the first candidate, ...).
 """
 import argparse
 import sys
@@ -33,28 +37,32 @@ def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--default", required=True, help="cachegrind output of the default build")
-  ap.add_argument("--policy", required=True, help="cachegrind output of the policy's build")
+  ap.add_argument("--policy", required=True, action="append",
+                  help="cachegrind output of the policy's build (repeat for candidates)")
   ap.add_argument("--output", required=True, help="the function list to write")
   a = ap.parse_args(argv)
-  cost = {}
+  files = [a.default] + a.policy
+  cost = []
   try:
-    for side in ("default", "policy"):
-      events, per_fn = measured_guard.function_events(user_path(getattr(a, side)))
-      cost[side] = {f: runtime_check.metrics(dict(zip(events, c)))["cycles"]
-                    for f, c in per_fn.items()}
+    for path in files:
+      events, per_fn = measured_guard.function_events(user_path(path))
+      cost.append({f: runtime_check.metrics(dict(zip(events, c)))["cycles"]
+                   for f, c in per_fn.items()})
   except ProfileError as e:
     print(f"select_functions: {e}", file=sys.stderr)
     return 1
-  for side in ("default", "policy"):
-    demangled = [f for f in cost[side] if "(" in f and "(below main)" != f]
+  for path, c in zip(files, cost):
+    demangled = [f for f in c if "(" in f and "(below main)" != f]
     if demangled:   # llc names functions by their symbols: the list would match nothing
-      print(f"select_functions: {getattr(a, side)}: names are demangled (e.g. "
-            f"{demangled[0]!r}); run cachegrind with --demangle=no", file=sys.stderr)
+      print(f"select_functions: {path}: names are demangled (e.g. {demangled[0]!r}); "
+            f"run cachegrind with --demangle=no", file=sys.stderr)
       return 1
-  chosen = measured_guard.faster_functions(cost["default"], cost["policy"])
-  s = measured_guard.summarize(cost["default"], cost["policy"], chosen)
+  route = measured_guard.fastest_policy(cost[0], cost[1:])
+  s = measured_guard.summarize(cost[0], cost[1:], route)
+  chosen = sorted(route)
   out = user_path(a.output)
-  out.write_text("".join(f + "\n" for f in chosen))
+  several = len(cost) > 2
+  out.write_text("".join(f"{f} {route[f]}\n" if several else f + "\n" for f in chosen))
   est = lambda x: 100.0 * (x / s["default"] - 1.0) if s["default"] else 0.0
   print(f"select_functions: {len(chosen)} of {s['functions_run']} functions run are faster "
         f"with the policy; estimated cycles on this workload: policy {est(s['policy']):+.2f}%, "

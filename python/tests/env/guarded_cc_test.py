@@ -220,3 +220,31 @@ def test_selection_by_measured_profiles(tmp_path, srcs):
                       "--", "-O2", "-c", "main.c", "-o", "x.o"], cwd=tmp_path,
                      capture_output=True, text=True, timeout=120)
   assert r.returncode == 2 and "nope" in r.stderr
+  # Two policies: select_functions writes `NAME INDEX`, guarded_cc routes by it.
+  wide = lib.runfile("models/regalloc_eviction_wide", "policy.json")
+  out, _ = _build(tmp_path, srcs, [tool(), "--unguarded", f"--policy={wide}", "--"], "wide")
+  assert out == plain
+  _cachegrind(tmp_path, tmp_path / "wide", tmp_path / "cg.w")
+  r = subprocess.run([str(lib.runfile("tools/select_functions")), f"--default={tmp_path}/cg.d",
+                      f"--policy={tmp_path}/cg.p", f"--policy={tmp_path}/cg.w",
+                      f"--output={sel}"], capture_output=True, text=True, timeout=120)
+  assert r.returncode == 0, r.stderr
+  lines = [x.split() for x in sel.read_text().splitlines()]
+  assert lines and all(len(x) == 2 and x[1] in ("0", "1") for x in lines)
+  log2 = tmp_path / "two.jsonl"
+  out, _ = _build(tmp_path, srcs, [tool(), f"--policy={model()}", f"--candidates={wide}",
+                                   f"--log={log2}", f"--policy_functions={sel}", "--"], "two")
+  assert out == plain
+  rows = [json.loads(x) for x in log2.read_text().splitlines()]
+  assert all(x["ok"] for x in rows)
+  assert {f for x in rows for f in x["policy_functions"]} <= {x[0] for x in lines}
+  (tmp_path / "bad.txt").write_text("f 1\ng two\n")
+  r = subprocess.run([tool(), f"--policy={model()}", f"--candidates={wide}",
+                      f"--policy_functions={tmp_path}/bad.txt", "--", "-O2", "-c", "main.c",
+                      "-o", "x.o"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+  assert r.returncode == 2 and "bad.txt:2" in r.stderr
+  (tmp_path / "far.txt").write_text("f 2\n")
+  r = subprocess.run([tool(), f"--policy={model()}", f"--candidates={wide}",
+                      f"--policy_functions={tmp_path}/far.txt", "--", "-O2", "-c", "main.c",
+                      "-o", "x.o"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+  assert r.returncode == 2 and "beyond" in r.stderr
