@@ -1,4 +1,6 @@
-"""Policies for the environment: anything with `act(observation: dict) -> action`.
+"""Policies for the environment: anything with `act(observation: dict) -> action`, and
+optionally `enter_function(name)`, which the compile loop calls when the compiler starts
+a function (streams that name functions: regalloc).
 
 The observation dict maps the compiler's feature names to numpy arrays (shaped as in the
 problem's feature specs); for inlining it also holds `inlining_default`, the compiler's
