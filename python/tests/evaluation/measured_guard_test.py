@@ -3,18 +3,18 @@ runtime_check --measured_guard): cachegrind's per-function counts read from a re
 bad outputs refused with the file named, the second workload, and one program built
 with the selection end to end."""
 import json
-import pathlib
 import subprocess
 
 import pytest
 
-from mlgo.corpus import sources
 from mlgo.evaluation import measured_guard as mg
 from mlgo.evaluation import runtime_check as rc
 from mlgo.evaluation import runtime_programs as rp
 from mlgo.profiles.callgrind import ProfileError
 from mlgo.util import cli
 from mlgo.util.toolchain import toolchain
+
+import runtime_testlib
 
 PROGRAM = "cjson"   # a "model" program: three translation units, well under a second
 
@@ -115,25 +115,12 @@ def test_second_workload_differs_but_is_deterministic(tmp_path):
     assert reads or p.name == "lua" or args != rp.program_args(p, inp, script), p.name
 
 
-def _source_home(package):
-  homes = [cli.mlgo_home(), pathlib.Path.home() / ".cache" / "mlgo"]
-  return next((h for h in homes if (h / "sources" / package / ".unpacked").exists()), None)
-
-
 def test_measured_guard_build_of_one_program(tmp_path, monkeypatch):
   """runtime_check --measured_guard on one small program: the second workload is
   profiled on both plain builds, and the selected build has, per function, the policy's
   allocation cost for exactly the functions that ran faster there, the default's for
   every other."""
-  prog = next(p for p in rp.PROGRAMS if p.name == PROGRAM)
-  home = _source_home(prog.package)
-  if home is None:
-    home = tmp_path / "home"
-    try:
-      sources.fetch_source(prog.package, home / "sources")
-    except (sources.BuildError, OSError) as e:
-      pytest.skip(f"Debian source of {prog.package} unavailable: {e}")
-  monkeypatch.setenv("MLGO_HOME", str(home))
+  runtime_testlib.program_with_source(PROGRAM, tmp_path, monkeypatch)
   model = next(p for p in cli.runfile_candidates("models/regalloc_eviction")
                if (p / "policy.json").exists())
   out = tmp_path / "rc"
@@ -167,11 +154,7 @@ def test_measured_guard_over_two_policies(tmp_path, monkeypatch):
   """--candidates: each function gets the allocation of whichever build (default, the
   policy, the candidate) ran it fastest on the second workload; the selected build's
   per-function cost is that build's."""
-  prog = next(p for p in rp.PROGRAMS if p.name == PROGRAM)
-  home = _source_home(prog.package)
-  if home is None:
-    pytest.skip(f"Debian source of {prog.package} not fetched (the test above fetches it)")
-  monkeypatch.setenv("MLGO_HOME", str(home))
+  runtime_testlib.program_with_source(PROGRAM, tmp_path, monkeypatch)
   models = [next(p for p in cli.runfile_candidates(m) if (p / "policy.json").exists())
             for m in ("models/regalloc_eviction", "models/regalloc_eviction_wide")]
   out = tmp_path / "rc"

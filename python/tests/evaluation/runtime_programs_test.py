@@ -5,7 +5,6 @@ import io
 import json
 import os
 import pathlib
-import pwd
 import subprocess
 
 import pytest
@@ -16,6 +15,8 @@ from mlgo.evaluation import runtime_programs as rp
 from mlgo.evaluation import runtime_report as rr
 from mlgo.util import cli
 from mlgo.util.toolchain import toolchain
+
+import runtime_testlib
 
 SMALL_HELDOUT = "utf8proc"  # two translation units, runs in well under a second
 
@@ -113,29 +114,10 @@ def test_perf_detection_says_why():
   assert counts == {"instructions": 123456}
 
 
-def _source_home(package):
-  """An MLGO_HOME whose source cache has `package` unpacked (the user's, also from inside
-  Bazel's sandbox), else None."""
-  homes = [cli.mlgo_home(), pathlib.Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "mlgo"]
-  for h in homes:
-    if (h / "sources" / package / ".unpacked").exists():
-      return h
-  return None
-
-
 @pytest.fixture()
 def small_program(tmp_path, monkeypatch):
   """The small held-out program, its Debian source in MLGO_HOME's cache."""
-  prog = next(p for p in rp.PROGRAMS if p.name == SMALL_HELDOUT)
-  home = _source_home(prog.package)
-  if home is None:  # not fetched yet: fetch it (needs apt's deb-src) into a private home
-    home = tmp_path / "home"
-    try:
-      sources.fetch_source(prog.package, home / "sources")
-    except (sources.BuildError, OSError) as e:
-      pytest.skip(f"Debian source of {prog.package} unavailable: {e}")
-  monkeypatch.setenv("MLGO_HOME", str(home))
-  return prog
+  return runtime_testlib.program_with_source(SMALL_HELDOUT, tmp_path, monkeypatch)
 
 
 def test_small_heldout_program_builds_and_runs_deterministically(tmp_path, small_program):
