@@ -64,9 +64,11 @@ def main(argv=None) -> int:
   several = len(cost) > 2
   out.write_text("".join(f"{f} {route[f]}\n" if several else f + "\n" for f in chosen))
   est = lambda x: 100.0 * (x / s["default"] - 1.0) if s["default"] else 0.0
+  each = ", ".join(f"{est(sum(c.values())):+.2f}%" for c in cost[1:])
   print(f"select_functions: {len(chosen)} of {s['functions_run']} functions run are faster "
-        f"with the policy; estimated cycles on this workload: policy {est(s['policy']):+.2f}%, "
-        f"selection {est(s['selected_estimate']):+.2f}% (if costs add up); wrote {out}")
+        f"with {'a' if several else 'the'} policy; estimated cycles on this workload: "
+        f"{'policies' if several else 'policy'} {each}, selection "
+        f"{est(s['selected_estimate']):+.2f}% (if costs add up); wrote {out}")
   return 0
 
 
