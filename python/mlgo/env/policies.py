@@ -6,6 +6,8 @@ The observation dict maps the compiler's feature names to numpy arrays (shaped a
 problem's feature specs); for inlining it also holds `inlining_default`, the compiler's
 own decision (version quirks already resolved).
 """
+import zlib
+
 import numpy as np
 
 from mlgo.problems import get_problem
@@ -134,9 +136,31 @@ class FunctionRouter:
 
   def enter_function(self, name: str):
     self.current = self.policies[self.route.get(name, 0)]
+    enter = getattr(self.current, "enter_function", None)
+    if enter is not None:
+      enter(name)
 
   def act(self, observation: dict):
     return self.current.act(observation)
+
+
+class PerFunctionSample:
+  """Samples `policy` (a sampling policy_io.Policy) with a generator seeded by (seed,
+  the function's name) at the start of every function, so a function's sampled
+  allocation does not depend on which other functions were sampled before it: the same
+  in a plain compile and in a routed one (FunctionRouter), as a selection among
+  candidates needs."""
+
+  def __init__(self, policy, seed: int):
+    if getattr(policy, "greedy_mode", False):
+      raise ValueError("PerFunctionSample needs a sampling policy (greedy=False)")
+    self.policy, self.seed = policy, int(seed)
+
+  def enter_function(self, name: str):
+    self.policy.rng = np.random.default_rng([self.seed, zlib.crc32(name.encode())])
+
+  def act(self, observation: dict):
+    return self.policy.act(observation)
 
 
 class RandomPolicy:

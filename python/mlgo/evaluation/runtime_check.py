@@ -266,14 +266,16 @@ def perf_stat(exe, args, cwd, events=("instructions", "cycles")) -> dict:
 def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: int = 2,
         llvm_version: int = 22, stream=sys.stderr, guarded: bool = False,
         pgo: bool = False, layouts: int = 0, measured_guard: bool = False,
-        candidates=()) -> list:
+        candidates=(), samples: int = 0) -> list:
   """guarded: the policy side is built with guarded compiles (mlgo.env.guarded; its
   build dir is <program>/guarded), its figures still under "policy" in the rows.
   measured_guard: the policy side is a selected build (<program>/measured): per function
   the policy's allocation only where it ran faster on a second workload
   (write_workload(variant=1), mlgo.evaluation.measured_guard); the row's "selection"
   says how many functions kept it. candidates: more policy dirs for the measured guard
-  to choose from (per function the fastest of the default, the policy and these).
+  to choose from (per function the fastest of the default, the policy and these);
+  samples: that many sampled allocations of the policy as more candidates (each
+  function sampled with its own seed: env.policies.PerFunctionSample).
   pgo: both sides are PGO builds (-fprofile-instr-use with a profile of the program's
   own workload, taken once per output dir), so llc's block frequencies are measured;
   the comparison is then policy-with-profile against default-with-profile.
@@ -287,10 +289,13 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
   if guarded and measured_guard:
     raise ValueError("runtime_check: --guarded and --measured_guard are two different "
                      "guards; pick one")
-  if candidates and not measured_guard:
-    raise ValueError("runtime_check: candidates are for the measured guard")
+  if (candidates or samples) and not measured_guard:
+    raise ValueError("runtime_check: candidates and samples are for the measured guard")
   others = [policy_io.load_policy(c) for c in candidates]
-  for c, o in zip(candidates, others):
+  from mlgo.env.policies import PerFunctionSample  # pylint: disable=import-outside-toplevel
+  others += [PerFunctionSample(policy_io.Policy(pol.spec, pol.arch.w, greedy=False), seed=k)
+             for k in range(1, samples + 1)]
+  for c, o in zip(candidates, others):   # the samples are the policy's own
     if not problems_lib.same_decisions(o.problem, problem):
       raise ValueError(f"{c}: policy is for {o.problem}, not {problem}")
   out = pathlib.Path(out_dir)

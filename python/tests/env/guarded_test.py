@@ -156,6 +156,29 @@ def test_routed_compile_gives_each_function_its_policys_allocation(combined, tmp
     FunctionRouter([LowestColumn()], {"f": 1})
 
 
+def test_per_function_samples_are_the_same_alone_and_routed(combined):
+  """PerFunctionSample seeds each function by its name: a sampled allocation of one
+  function is the same in a plain compile and when it alone is routed to the sampler."""
+  from mlgo.env.policies import FunctionRouter, PerFunctionSample
+  p = policy_io.load_policy(lib.shipped_eviction_model())
+  sampler = lambda: PerFunctionSample(policy_io.Policy(p.spec, p.arch.w, greedy=False), 5)
+  _, dflt = _scores(combined, "regalloc_eviction", env.CompilerDefault())
+  _, greedy = _scores(combined, "regalloc_eviction", p)
+  _, s1 = _scores(combined, "regalloc_eviction", sampler())
+  _, s2 = _scores(combined, "regalloc_eviction", sampler())
+  assert s1 == s2 and s1 != greedy
+  picked = sorted(f for f in s1 if s1[f] != greedy.get(f, 0.0))[:2]
+  assert picked
+  g = guarded.guarded_compile(combined, "regalloc_eviction",
+                              FunctionRouter([p, sampler()], {f: 1 for f in picked}),
+                              policy_functions=set(picked))
+  assert g.ok and g.mismatches == []
+  for f in picked:
+    assert g.scores[f] == pytest.approx(s1[f], rel=1e-9), f
+  with pytest.raises(ValueError, match="sampling"):
+    PerFunctionSample(p, 1)
+
+
 def test_policy_better_everywhere_keeps_its_compile(tmp_path):
   m = None
   for src in sorted(DATA.glob("*.c")):
