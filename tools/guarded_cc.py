@@ -20,8 +20,10 @@ clang's object, prints a warning naming the source and exits 0: a build never br
 the guard. --policy_functions=FILE replaces the cost comparison by a list made elsewhere,
 e.g. by measured run time (tools/select_functions): exactly the listed functions keep the
 policy's allocation; with --candidates=DIR,... a `NAME INDEX` line gives the function the
-allocation of that policy (0: --policy, 1: the first candidate, ...). --log=FILE appends one JSON line per object (source, per-object cost totals,
-llc runs, functions that kept the policy's decisions).
+allocation of that policy (0: --policy, 1: the first candidate, ...). --samples=N adds N
+sampled allocations of --policy after the candidates; to profile sample k, build with
+--unguarded --samples=k. --log=FILE appends one JSON line per object (source, per-object
+cost totals, llc runs, functions that kept the policy's decisions).
 """
 import argparse
 import json
@@ -135,6 +137,10 @@ def main(argv=None) -> int:
   ap.add_argument("--candidates", default="",
                   help="with --policy_functions: more policy dirs, comma-separated, that "
                        "the list's indices 1, 2, ... name")
+  ap.add_argument("--samples", type=int, default=0,
+                  help="with --policy_functions: N sampled allocations of --policy (seeds "
+                       "1..N, each function with its own seed) after the --candidates; "
+                       "alone (with --unguarded) the object of sample --samples")
   ap.add_argument("--unguarded", action="store_true",
                   help="for comparison: keep the policy's own object (every function "
                        "follows the policy); the log still has all three costs")
@@ -158,15 +164,19 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as e:
       print(f"guarded_cc: --policy_functions: {e}", file=sys.stderr)
       return 2
-    n = 1 + len([c for c in a.candidates.split(",") if c])
+    n = 1 + len([c for c in a.candidates.split(",") if c]) + max(0, a.samples)
     past = sorted(f for f, k in selection.items() if k >= n)
     if past or a.policy == "release" and n > 1:
       print(f"guarded_cc: --policy_functions routes {len(past)} functions (e.g. "
             f"{past[:1]}) to a policy beyond the {n} given (--policy, --candidates; "
             f"not with --policy=release)", file=sys.stderr)
       return 2
-  elif a.candidates:
-    print("guarded_cc: --candidates goes with --policy_functions", file=sys.stderr)
+  elif a.candidates or a.samples and not a.unguarded:
+    print("guarded_cc: --candidates and --samples go with --policy_functions (--samples "
+          "also with --unguarded)", file=sys.stderr)
+    return 2
+  if a.samples < 0 or a.samples and a.policy == "release":
+    print("guarded_cc: --samples needs a policy dir and a count >= 0", file=sys.stderr)
     return 2
   a.selection = selection
   if a.inline_plugin and not os.path.isfile(a.inline_plugin):
@@ -232,11 +242,16 @@ def _guard(a, compiler, args, src, out) -> dict:
       kw = guarded.release_advisor(problem, a.llc)
     else:
       from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+      from mlgo.env import policies  # pylint: disable=import-outside-toplevel
       policy = policy_io.load_policy(a.policy)
       others = [policy_io.load_policy(c) for c in a.candidates.split(",") if c]
-      if others:
-        from mlgo.env.policies import FunctionRouter  # pylint: disable=import-outside-toplevel
-        policy = FunctionRouter([policy] + others, a.selection)
+      others += [policies.PerFunctionSample(
+          policy_io.Policy(policy.spec, policy.arch.w, greedy=False), seed=k)
+          for k in range(1, a.samples + 1)]
+      if a.unguarded and a.samples and a.selection is None:
+        policy = others[-1]      # the build to profile for sample N
+      elif others:
+        policy = policies.FunctionRouter([policy] + others, a.selection)
     obj = os.path.join(tmp, "guarded.o")
     g = guarded.guarded_compile(module, problem, policy, timeout=a.timeout,
                                 output_path=obj, policy_functions=(

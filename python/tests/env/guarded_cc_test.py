@@ -248,3 +248,24 @@ def test_selection_by_measured_profiles(tmp_path, srcs):
                       f"--policy_functions={tmp_path}/far.txt", "--", "-O2", "-c", "main.c",
                       "-o", "x.o"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
   assert r.returncode == 2 and "beyond" in r.stderr
+
+
+def test_sampled_candidate_builds_are_reproducible(tmp_path, srcs):
+  """--unguarded --samples=k builds the k-th sampled allocation, the same every build
+  (each function sampled with its own seed), and a route to it (`NAME 1` with
+  --samples=1) gives that function the sample's allocation."""
+  _, objs1 = _build(tmp_path, srcs, [tool(), "--unguarded", "--samples=1",
+                                      f"--policy={model()}", "--"], "s1")
+  _, objs1b = _build(tmp_path, srcs, [tool(), "--unguarded", "--samples=1",
+                                      f"--policy={model()}", "--"], "s1b")
+  _, greedy = _build(tmp_path, srcs, [tool(), "--unguarded", f"--policy={model()}", "--"], "g")
+  _, clang = _build(tmp_path, srcs, [toolchain(22).clang], "c")
+  assert objs1 == objs1b and objs1 != greedy
+  (tmp_path / "none.txt").write_text("")
+  _, routed = _build(tmp_path, srcs, [tool(), "--samples=1", f"--policy={model()}",
+                                      f"--policy_functions={tmp_path}/none.txt", "--"], "r")
+  assert routed == clang
+  r = subprocess.run([tool(), "--samples=1", f"--policy={model()}", "--", "-O2", "-c",
+                      "main.c", "-o", "x.o"], cwd=tmp_path, capture_output=True, text=True,
+                     timeout=120)
+  assert r.returncode == 2 and "--samples" in r.stderr
