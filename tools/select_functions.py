@@ -4,7 +4,8 @@ builds with (a guard judged by measured run time; mlgo/evaluation/measured_guard
 
   # both builds of your program: clang's own and the policy's (every function)
   make CC=clang-22 && mv prog prog.default
-  make clean && make CC="bazel-bin/tools/guarded_cc --unguarded --policy=$PWD/models/regalloc_eviction --"
+  make clean && make CC="bazel-bin/tools/guarded_cc --unguarded \
+      --policy=$PWD/models/regalloc_eviction --"
   # a representative workload under cachegrind, names as llc knows them
   valgrind --tool=cachegrind --cache-sim=yes --branch-sim=yes --demangle=no \
       --cachegrind-out-file=cg.default ./prog.default WORKLOAD
@@ -32,7 +33,7 @@ from mlgo.util.cli import user_path
 
 def main(argv=None) -> int:
   # pylint: disable=import-outside-toplevel
-  from mlgo.evaluation import measured_guard, runtime_check
+  from mlgo.evaluation import measured_guard, runtime_build
   from mlgo.profiles.callgrind import ProfileError
   ap = argparse.ArgumentParser(description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -46,7 +47,7 @@ def main(argv=None) -> int:
   try:
     for path in files:
       events, per_fn = measured_guard.function_events(user_path(path))
-      cost.append({f: runtime_check.metrics(dict(zip(events, c)))["cycles"]
+      cost.append({f: runtime_build.metrics(dict(zip(events, c)))["cycles"]
                    for f, c in per_fn.items()})
   except ProfileError as e:
     print(f"select_functions: {e}", file=sys.stderr)

@@ -23,7 +23,7 @@ import pathlib
 import sys
 
 from mlgo import problems as problems_lib
-from mlgo.evaluation import runtime_check as rc
+from mlgo.evaluation import runtime_build as rb
 from mlgo.evaluation import runtime_programs as rp
 from mlgo.profiles import bbmap, blocks as blocks_lib
 
@@ -32,7 +32,7 @@ SAMPLING_SEED = 1
 
 
 def block_cycles(row: dict) -> int:
-  return rc.metrics(row)["cycles"]
+  return rb.metrics(row)["cycles"]
 
 
 def load_rows(path) -> list:
@@ -84,7 +84,7 @@ def collect(problem: str, out_dir, *, policy_dir=None, programs=None, role=None,
         rows = load_rows(rows_path)
       else:
         print(f"block_profiles: building {prog.name} ({variant})", file=stream, flush=True)
-        exe = rc.build_program(prog, src, vdir, problem, None, None, jobs=jobs,
+        exe = rb.build_program(prog, src, vdir, problem, None, None, jobs=jobs,
                                llvm_version=llvm_version, llc_flags=bbmap.FLAGS_LLC,
                                policy=_variant_policy(variant, pol))
         args = rp.program_args(prog, inp, script)

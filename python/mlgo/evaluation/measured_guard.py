@@ -17,8 +17,12 @@ The reader takes cachegrind's output file (`--cachegrind-out-file`, run with
 and a `summary:` line that the per-line counts must add up to.
 """
 import collections
+import concurrent.futures as cf
+import json
 import pathlib
 
+from mlgo.evaluation.runtime_build import build_program, cachegrind, metrics
+from mlgo.evaluation.runtime_programs import program_args
 from mlgo.profiles.callgrind import ProfileError
 
 
@@ -107,3 +111,50 @@ def summarize(default_cost: dict, policy_cost, chosen) -> dict:
     out["chosen_per_policy"] = [sum(1 for k in route.values() if k == i)
                                 for i in range(len(costs))]
   return out
+
+
+def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm_version,
+                    clang_flags, stream):
+  """measured_guard's selected build of `prog`: the plain default build and a plain
+  build of each policy in `pols` (the first is build_dirs["policy"]) run under
+  cachegrind on the second workload (same output required); each function gets the
+  allocation of the build that ran it fastest there (FunctionRouter on the channel for
+  more than one policy). Returns (its build dir, the selection's summary)."""
+  from mlgo.env.policies import FunctionRouter  # pylint: disable=import-outside-toplevel
+  sides = ["default", "policy"] + [f"candidate-{k}" for k in range(1, len(pols))]
+  for k, side in enumerate(sides[2:], 1):
+    build_dirs[side] = out / prog.name / side
+    print(f"runtime_check: building {prog.name} ({side})", file=stream, flush=True)
+    build_program(prog, src, build_dirs[side], problem, None, None, jobs=jobs,
+                  llvm_version=llvm_version, clang_flags=clang_flags, policy=pols[k])
+  inp, script = second
+  args = program_args(prog, inp, script, relative=True, selection=True)
+
+  def one(side):
+    f = out / prog.name / f"selection.cachegrind.{side}"
+    print(f"runtime_check: running {prog.name} ({side}) on the second workload",
+          file=stream, flush=True)
+    stdout, _ = cachegrind(pathlib.Path(build_dirs[side] / prog.name).resolve(), args,
+                           inp.parent, f, demangle=False)
+    events, per_fn = function_events(f)
+    return stdout, {fn: metrics(dict(zip(events, c)))["cycles"] for fn, c in per_fn.items()}
+  with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+    runs = list(ex.map(one, sides))
+  for side, (stdout, _) in zip(sides[1:], runs[1:]):
+    if stdout != runs[0][0]:
+      raise RuntimeError(f"{prog.name}: on the second workload the {side} build's output "
+                         f"differs from the default build's; refusing to select")
+  d_cost, costs = runs[0][1], [c for _, c in runs[1:]]
+  route = fastest_policy(d_cost, costs)
+  summary = summarize(d_cost, costs, route)
+  d = out / prog.name / "measured"
+  print(f"runtime_check: building {prog.name} (measured guard: a policy's allocation "
+        f"for {len(route)} of {summary['functions_run']} functions run)", file=stream,
+        flush=True)
+  router = pols[0] if len(pols) == 1 else FunctionRouter(pols, route)
+  build_program(prog, src, d, problem, None, None, jobs=jobs, llvm_version=llvm_version,
+                guarded=True, clang_flags=clang_flags, policy=router,
+                policy_functions=sorted(route))
+  (d / "selection.json").write_text(json.dumps({**summary, "functions": sorted(route),
+                                                "route": route}, indent=0) + "\n")
+  return d, summary

@@ -23,7 +23,7 @@ import sys
 
 from mlgo import env
 from mlgo.env import prepared
-from mlgo.evaluation import runtime_check as rc
+from mlgo.evaluation import runtime_build as rb
 from mlgo.evaluation import runtime_programs as rp
 from mlgo.util.files import write_json_atomic
 from mlgo.util.toolchain import toolchain
@@ -37,7 +37,7 @@ def profile_program(prog, src, work: pathlib.Path, inp, script, jobs,
   if prof.exists():
     return prof
   flags = ["-fprofile-instr-generate"]
-  exe = rc.build_program(prog, src, work / "instrumented", "regalloc_eviction", None, None,
+  exe = rb.build_program(prog, src, work / "instrumented", "regalloc_eviction", None, None,
                          jobs=jobs, llvm_version=llvm_version, clang_flags=flags,
                          link_flags=flags)
   raw = work / "raw"
@@ -77,11 +77,11 @@ def build(out_dir, *, role: str = "model", programs=None, jobs: int = 2,
     prof = profile_program(prog, src, work, inp, script, jobs, llvm_version)
     print(f"profiled_corpus: {prog.name}: -O2 with the profile", file=stream, flush=True)
     pgo = work / "pgo"
-    rc.build_program(prog, src, pgo, "regalloc_eviction", None, None, jobs=jobs,
+    rb.build_program(prog, src, pgo, "regalloc_eviction", None, None, jobs=jobs,
                      llvm_version=llvm_version, clang_flags=[f"-fprofile-instr-use={prof}"])
     mods = []
     for rel in prog.sources:
-      unit = rc._obj_name(rel)[:-2]   # pylint: disable=protected-access
+      unit = rb._obj_name(rel)[:-2]   # pylint: disable=protected-access
       name = f"{prog.name}/{unit}"
       bc = out / "bc" / prog.name / (unit + ".bc")
       bc.parent.mkdir(parents=True, exist_ok=True)

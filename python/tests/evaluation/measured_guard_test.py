@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from mlgo.evaluation import measured_guard as mg
+from mlgo.evaluation import runtime_build as rb
 from mlgo.evaluation import runtime_check as rc
 from mlgo.evaluation import runtime_programs as rp
 from mlgo.profiles.callgrind import ProfileError
@@ -21,7 +22,13 @@ PROGRAM = "cjson"   # a "model" program: three translation units, well under a s
 CXX = r"""
 #include <cstdio>
 #include <cstdlib>
-namespace demo { __attribute__((noinline)) long spin(long n) { long s = 0; for (long i = 0; i < n; i++) s += i % 7; return s; } }
+namespace demo {
+__attribute__((noinline)) long spin(long n) {
+  long s = 0;
+  for (long i = 0; i < n; i++) s += i % 7;
+  return s;
+}
+}
 static long quiet(long n) { return n * 3; }
 int main(int argc, char **argv) {
   long n = argc > 1 ? std::atol(argv[1]) : 100000;
@@ -39,7 +46,7 @@ def recorded(tmp_path_factory):
   subprocess.run([toolchain(22).clangxx, "-O1", str(d / "p.cc"), "-o", str(d / "p")],
                  check=True)
   out = d / "cachegrind.out"
-  stdout, summary = rc.cachegrind(d / "p", ["200000"], d, out, demangle=False)
+  stdout, summary = rb.cachegrind(d / "p", ["200000"], d, out, demangle=False)
   assert stdout.strip()
   return out, summary
 
@@ -131,7 +138,7 @@ def test_measured_guard_build_of_one_program(tmp_path, monkeypatch):
   assert sel["selected_estimate"] <= min(sel["default"], sel["policy"])
   ev_d, d_fn = mg.function_events(out / PROGRAM / "selection.cachegrind.default")
   ev_p, p_fn = mg.function_events(out / PROGRAM / "selection.cachegrind.policy")
-  cyc = lambda ev, c: rc.metrics(dict(zip(ev, c)))["cycles"]
+  cyc = lambda ev, c: rb.metrics(dict(zip(ev, c)))["cycles"]
   for f in sel["functions"]:
     assert cyc(ev_p, p_fn[f]) < cyc(ev_d, d_fn[f]), f
   scores = {v: json.loads((out / PROGRAM / v / "functions.json").read_text())

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from mlgo.corpus import sources
+from mlgo.evaluation import runtime_build as rb
 from mlgo.evaluation import runtime_check as rc
 from mlgo.evaluation import runtime_programs as rp
 from mlgo.evaluation import runtime_report as rr
@@ -35,7 +36,7 @@ def test_table_invariants():
     assert p.package not in sources.UNSEEN_PACKAGES + sources.EXTRA_PACKAGES, p.name
   for p in rp.PROGRAMS:
     assert p.role in rp.ROLES and p.workload and p.sources and p.args, p.name
-    assert p.cxx == any(s.endswith(rc.CXX_EXTS) for s in p.sources), p.name
+    assert p.cxx == any(s.endswith(rb.CXX_EXTS) for s in p.sources), p.name
   assert any(p.cxx for p in heldout)
 
 
@@ -126,7 +127,7 @@ def test_small_heldout_program_builds_and_runs_deterministically(tmp_path, small
   work = tmp_path / "work"
   inp, script = rp.write_workload(work)
   p, src = rp.prepare_program(prog, work)
-  exe = rc.build_program(p, src, work / p.name / "default", "regalloc_eviction", None, None,
+  exe = rb.build_program(p, src, work / p.name / "default", "regalloc_eviction", None, None,
                          jobs=2)
   args = rp.program_args(p, inp, script)
   outs = [subprocess.run([str(exe)] + args, cwd=work, capture_output=True, check=True,
@@ -188,7 +189,7 @@ def test_layouts_move_code_and_data_but_not_behaviour(tmp_path, small_program):
   inp, script = rp.write_workload(work)
   p, src = rp.prepare_program(small_program, work)
   build = work / p.name / "default"
-  exe0 = rc.build_program(p, src, build, "regalloc_eviction", None, None, jobs=2)
+  exe0 = rb.build_program(p, src, build, "regalloc_eviction", None, None, jobs=2)
   args = rp.program_args(p, inp, script)
   run = lambda exe: subprocess.run([str(exe)] + args, cwd=work, capture_output=True,
                                    check=True, timeout=120).stdout
@@ -196,18 +197,18 @@ def test_layouts_move_code_and_data_but_not_behaviour(tmp_path, small_program):
   mains = {_symbol_address(exe0, "main")}
   tables = {_symbol_address(exe0, "utf8proc_properties")}  # read-only data
   for i in (1, 2):
-    exe = rc.relink_layout(p, build, i)
+    exe = rb.relink_layout(p, build, i)
     assert exe == build / f"layout-{i}" / p.name
     assert run(exe) == out0
     mains.add(_symbol_address(exe, "main"))
     tables.add(_symbol_address(exe, "utf8proc_properties"))
-    again = rc.relink_layout(p, build, i)
+    again = rb.relink_layout(p, build, i)
     assert again.read_bytes() == exe.read_bytes()  # a layout is a fixed recipe
   assert len(mains) == 3 and len(tables) == 3
-  assert rc.layout_padding(1) != rc.layout_padding(2)
-  (build / rc._obj_name(p.sources[0])).unlink()
+  assert rb.layout_padding(1) != rb.layout_padding(2)
+  (build / rb._obj_name(p.sources[0])).unlink()
   with pytest.raises(FileNotFoundError, match="missing"):
-    rc.relink_layout(p, build, 3)
+    rb.relink_layout(p, build, 3)
 
 
 def test_stack_shift_moves_the_stack_under_cachegrind(tmp_path):
@@ -218,7 +219,7 @@ def test_stack_shift_moves_the_stack_under_cachegrind(tmp_path):
                  'printf("%lu\\n", (unsigned long)&x); return 0; }\n')
   exe = tmp_path / "where"
   subprocess.run([toolchain(22).clang, "-O1", str(src), "-o", str(exe)], check=True)
-  where = lambda shift: int(rc.cachegrind(exe, [], tmp_path, tmp_path / "cg.out",
+  where = lambda shift: int(rb.cachegrind(exe, [], tmp_path, tmp_path / "cg.out",
                                           stack_shift=shift)[0])
   base, shifted = where(0), where(3000)
   assert where(3000) == shifted
@@ -232,7 +233,7 @@ def test_measured_runs_do_not_depend_on_the_callers_environment(tmp_path, small_
   work = tmp_path / "w"
   inp, script = rp.write_workload(work)
   p, src = rp.prepare_program(small_program, work)
-  exe = rc.build_program(p, src, work / p.name / "default", "regalloc_eviction", None,
+  exe = rb.build_program(p, src, work / p.name / "default", "regalloc_eviction", None,
                          None, jobs=2)
   args = rp.program_args(p, inp, script, relative=True)
   assert args and not any(str(work) in a for a in args)
@@ -240,11 +241,11 @@ def test_measured_runs_do_not_depend_on_the_callers_environment(tmp_path, small_
   for noise in ("", "y" * 3000):
     os.environ["MLGO_TEST_NOISE"] = noise
     try:
-      _, ev = rc.cachegrind(rc._run_path(work, p, "default", 0, exe), args, work,
+      _, ev = rb.cachegrind(rc._run_path(work, p, "default", 0, exe), args, work,
                             work / "cg.out")
     finally:
       del os.environ["MLGO_TEST_NOISE"]
-    counts.append(rc.metrics(ev))
+    counts.append(rb.metrics(ev))
   assert counts[0] == counts[1]
   paths = {rc._run_path(work, p, v, i, exe) for v in ("default", "policy") for i in (0, 4)}
   assert len(paths) == 4 and len({len(x) for x in paths}) == 1
