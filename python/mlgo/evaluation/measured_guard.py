@@ -114,7 +114,7 @@ def summarize(default_cost: dict, policy_cost, chosen) -> dict:
 
 
 def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm_version,
-                    clang_flags, stream):
+                   clang_flags, stream):
   """measured_guard's selected build of `prog`: the plain default build and a plain
   build of each policy in `pols` (the first is build_dirs["policy"]) run under
   cachegrind on the second workload (same output required); each function gets the
