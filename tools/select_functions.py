@@ -33,7 +33,7 @@ from mlgo.util.cli import user_path
 
 def main(argv=None) -> int:
   # pylint: disable=import-outside-toplevel
-  from mlgo.evaluation import measured_guard, runtime_build
+  from mlgo.evaluation import measured_guard
   from mlgo.profiles.callgrind import ProfileError
   ap = argparse.ArgumentParser(description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -46,9 +46,7 @@ def main(argv=None) -> int:
   cost = []
   try:
     for path in files:
-      events, per_fn = measured_guard.function_events(user_path(path))
-      cost.append({f: runtime_build.metrics(dict(zip(events, c)))["cycles"]
-                   for f, c in per_fn.items()})
+      cost.append(measured_guard.function_cycles(user_path(path)))
   except ProfileError as e:
     print(f"select_functions: {e}", file=sys.stderr)
     return 1

@@ -133,15 +133,15 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
       lower = {f: min(default_scores.get(f, missing), policy_scores.get(f, missing))
                for f in keys}
       chosen = better_functions(default_scores, policy_scores, missing)
+      policy_is_best = all(policy_scores.get(f, missing) <= lower[f] for f in keys)
     else:   # the expected score per function is the chosen side's
       chosen = sorted(f for f in keys if f in policy_functions)
       lower = {f: (policy_scores if f in policy_functions else default_scores
                    ).get(f, missing) for f in keys}
       # Equal scores do not mean equal code: every function not chosen must be the
       # default's, so the selected compile is always made (unless nothing is chosen).
-    worse = ([f for f in keys if policy_scores.get(f, missing) > lower[f]]
-             if policy_functions is None else [None])
-    if not worse:                 # the policy compile is already the best of both
+      policy_is_best = False
+    if policy_is_best:            # the policy compile is already the best of both
       final, scores, obj = pol, policy_scores, objs["policy"]
     elif not chosen and default_result is not None:
       final, scores, obj = default_result, default_scores, objs["default"]

@@ -76,16 +76,18 @@ def function_events(path) -> tuple:
   return events, dict(per_fn)
 
 
-def faster_functions(default_cost: dict, policy_cost: dict) -> list:
-  """Functions whose measured cost is lower in the policy's build than in the
-  default's, sorted. A function that only one side ran is not chosen."""
-  return sorted(fastest_policy(default_cost, [policy_cost]))
+def function_cycles(path) -> dict:
+  """{function: estimated cycles} of a cachegrind output file (function_events, priced
+  by runtime_build.metrics: the cost every choice here compares)."""
+  events, per_fn = function_events(path)
+  return {f: metrics(dict(zip(events, c)))["cycles"] for f, c in per_fn.items()}
 
 
 def fastest_policy(default_cost: dict, policy_costs: list) -> dict:
   """{function: index of the policy whose build ran it in the fewest cycles}, for the
   functions where some policy beat the default (ties go to the default, then to the
-  earlier policy). A function missing from a profile is not chosen for that side."""
+  earlier policy). A function missing from a profile is not chosen for that side; one
+  the default did not run is not chosen at all."""
   route = {}
   for f, best in default_cost.items():
     for k, cost in enumerate(policy_costs):
@@ -136,8 +138,7 @@ def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm
           file=stream, flush=True)
     stdout, _ = cachegrind(pathlib.Path(build_dirs[side] / prog.name).resolve(), args,
                            inp.parent, f, demangle=False)
-    events, per_fn = function_events(f)
-    return stdout, {fn: metrics(dict(zip(events, c)))["cycles"] for fn, c in per_fn.items()}
+    return stdout, function_cycles(f)
   with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
     runs = list(ex.map(one, sides))
   for side, (stdout, _) in zip(sides[1:], runs[1:]):
