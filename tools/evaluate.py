@@ -9,7 +9,7 @@ a module (function, for regalloc) more than 1% worse than the default.
 import argparse
 import sys
 
-from mlgo.util.cli import policy_path, user_path
+from mlgo.util.cli import add_candidate_flags, candidate_dirs, policy_path, user_path
 from mlgo import workers
 
 
@@ -27,8 +27,10 @@ def main(argv=None):
   ap.add_argument("--guarded", action="store_true",
                   help="regalloc: score guarded compiles (per function the better of the "
                        "default and the policy, mlgo/env/guarded.py), not the policy's own")
+  add_candidate_flags(ap)
   workers.add_flags(ap)
   a = ap.parse_args(argv)
+  candidates = candidate_dirs(ap, a, a.guarded)
   workers.apply_flags(a)
   from mlgo import evaluation  # pylint: disable=import-outside-toplevel
   policy = a.policy
@@ -38,7 +40,8 @@ def main(argv=None):
   from mlgo.problems import get_problem  # pylint: disable=import-outside-toplevel
   corpus_dir = corpus.corpus_arg(a.corpus, get_problem(a.problem).corpus_opt)
   evaluation.evaluate(a.problem, corpus_dir, policy, user_path(a.output), split=a.split,
-                      jobs=a.jobs, timeout=a.timeout, guarded=a.guarded)
+                      jobs=a.jobs, timeout=a.timeout, guarded=a.guarded,
+                      candidates=candidates, samples=a.samples)
   return 0
 
 

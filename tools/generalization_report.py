@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from mlgo import workers
-from mlgo.util.cli import policy_path, user_path
+from mlgo.util.cli import add_candidate_flags, candidate_dirs, policy_path, user_path
 
 
 def main(argv=None) -> int:
@@ -32,8 +32,10 @@ def main(argv=None) -> int:
                        "default and the policy; inlining: per module), mlgo/env/guarded.py. "
                        "The policy's own figures come from the same compiles, in "
                        "OUTPUT/plain (lines starting with 'plain')")
+  add_candidate_flags(ap)
   workers.add_flags(ap)
   a = ap.parse_args(argv)
+  candidates = candidate_dirs(ap, a, a.guarded)
   workers.apply_flags(a)
   from mlgo.evaluation import generalization  # pylint: disable=import-outside-toplevel
   policy = a.policy
@@ -45,7 +47,8 @@ def main(argv=None) -> int:
   plain_out = out / "plain" if a.guarded else None
   rep = generalization.run(a.problem, policy, out, suites, jobs=a.jobs, timeout=a.timeout,
                            guarded=a.guarded, plain_output=plain_out,
-                           plain_stream=_Prefixed(sys.stdout, "plain ") if a.guarded else None)
+                           plain_stream=_Prefixed(sys.stdout, "plain ") if a.guarded else None,
+                           candidates=candidates, samples=a.samples)
   print(f"wrote {out / 'generalization.md'}"
         + (f" and {plain_out / 'generalization.md'}" if plain_out else ""))
   return 0 if rep["suites"] else 1

@@ -22,7 +22,9 @@ e.g. by measured run time (tools/select_functions): exactly the listed functions
 policy's allocation; with --candidates=DIR,... a `NAME INDEX` line gives the function the
 allocation of that policy (0: --policy, 1: the first candidate, ...). --samples=N adds N
 sampled allocations of --policy after the candidates; to profile sample k, build with
---unguarded --samples=k. --log=FILE appends one JSON line per object (source, per-object
+--unguarded --samples=k. Without --policy_functions, --candidates and --samples widen the
+cost comparison: per function the lowest cost of clang's allocation, --policy's and each
+candidate's (one llc run each, and one more). --log=FILE appends one JSON line per object (source, per-object
 cost totals, llc runs, functions that kept the policy's decisions).
 """
 import argparse
@@ -135,12 +137,13 @@ def main(argv=None) -> int:
                        "`NAME INDEX` lines route a function to --candidates' INDEX-th "
                        "policy (0: --policy)")
   ap.add_argument("--candidates", default="",
-                  help="with --policy_functions: more policy dirs, comma-separated, that "
-                       "the list's indices 1, 2, ... name")
+                  help="more policy dirs, comma-separated: with --policy_functions the "
+                       "list's indices 1, 2, ... name them; without it each function gets "
+                       "the lowest cost of clang's, --policy's and theirs")
   ap.add_argument("--samples", type=int, default=0,
-                  help="with --policy_functions: N sampled allocations of --policy (seeds "
-                       "1..N, each function with its own seed) after the --candidates; "
-                       "alone (with --unguarded) the object of sample --samples")
+                  help="N sampled allocations of --policy (seeds 1..N, each function with "
+                       "its own seed) as candidates after the --candidates; alone (with "
+                       "--unguarded) the object of sample --samples")
   ap.add_argument("--unguarded", action="store_true",
                   help="for comparison: keep the policy's own object (every function "
                        "follows the policy); the log still has all three costs")
@@ -171,12 +174,13 @@ def main(argv=None) -> int:
             f"{past[:1]}) to a policy beyond the {n} given (--policy, --candidates; "
             f"not with --policy=release)", file=sys.stderr)
       return 2
-  elif a.candidates or a.samples and not a.unguarded:
-    print("guarded_cc: --candidates and --samples go with --policy_functions (--samples "
-          "also with --unguarded)", file=sys.stderr)
+  elif a.candidates and a.unguarded:
+    print("guarded_cc: --unguarded builds one allocation; --candidates are for the guard "
+          "to choose from", file=sys.stderr)
     return 2
-  if a.samples < 0 or a.samples and a.policy == "release":
-    print("guarded_cc: --samples needs a policy dir and a count >= 0", file=sys.stderr)
+  if a.samples < 0 or (a.samples or a.candidates) and a.policy == "release":
+    print("guarded_cc: --candidates and --samples need a policy dir (not release) and "
+          "--samples a count >= 0", file=sys.stderr)
     return 2
   a.selection = selection
   if a.inline_plugin and not os.path.isfile(a.inline_plugin):
@@ -244,14 +248,14 @@ def _guard(a, compiler, args, src, out) -> dict:
       from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
       from mlgo.env import policies  # pylint: disable=import-outside-toplevel
       policy = policy_io.load_policy(a.policy)
-      others = [policy_io.load_policy(c) for c in a.candidates.split(",") if c]
-      others += [policies.PerFunctionSample(
-          policy_io.Policy(policy.spec, policy.arch.w, greedy=False), seed=k)
-          for k in range(1, a.samples + 1)]
+      others = guarded.candidate_policies(
+          policy, [c for c in a.candidates.split(",") if c], a.samples, problem)
       if a.unguarded and a.samples and a.selection is None:
         policy = others[-1]      # the build to profile for sample N
-      elif others:
+      elif others and a.selection is not None:
         policy = policies.FunctionRouter([policy] + others, a.selection)
+      elif others:               # the static guard chooses among them per function
+        kw = {"candidates": others}
     obj = os.path.join(tmp, "guarded.o")
     g = guarded.guarded_compile(module, problem, policy, timeout=a.timeout,
                                 output_path=obj, policy_functions=(
@@ -264,6 +268,8 @@ def _guard(a, compiler, args, src, out) -> dict:
             "policy_cost": sum(g.policy_scores.values()),
             "guarded_cost": sum(g.scores.values()),
             "policy_functions": g.policy_functions}
+    if g.route:
+      info["route"] = g.route
     if info["ok"] and a.unguarded:
       from mlgo.env import core  # pylint: disable=import-outside-toplevel
       from mlgo.env.policies import CompilerDefault  # pylint: disable=import-outside-toplevel

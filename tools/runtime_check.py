@@ -2,7 +2,7 @@
 
   bazel run //tools:runtime_check -- --problem=regalloc_eviction --policy=DIR
       [--output=DIR] [--programs=NAME,...] [--role=model|heldout] [--jobs=2]
-      [--guarded | --measured_guard [--candidates=DIR,...] [--samples=N]] [--pgo]
+      [--guarded | --measured_guard] [--candidates=DIR,...] [--samples=N] [--pgo]
       [--layouts=4]
 Builds each program from its Debian source package twice (every translation unit
 through llc with the default allocator, then with the policy), runs both under
@@ -31,7 +31,7 @@ import argparse
 import json
 import sys
 
-from mlgo.util.cli import policy_path, user_path
+from mlgo.util.cli import add_candidate_flags, candidate_dirs, policy_path, user_path
 
 
 def main(argv=None):
@@ -57,12 +57,7 @@ def main(argv=None):
                        "time: both builds run under cachegrind on a second workload (other "
                        "generated inputs) and a function keeps the policy's allocation "
                        "only if it ran faster there")
-  ap.add_argument("--candidates", default="",
-                  help="with --measured_guard: more policy dirs, comma-separated; each "
-                       "function gets the fastest of the default, --policy and these")
-  ap.add_argument("--samples", type=int, default=0,
-                  help="with --measured_guard: also N sampled allocations of --policy as "
-                       "candidates (each function with its own seed)")
+  add_candidate_flags(ap, "--guarded or --measured_guard")
   ap.add_argument("--pgo", action="store_true",
                   help="PGO builds on both sides: each program's own workload profiled "
                        "first (llc's block frequencies measured, not estimated)")
@@ -73,10 +68,7 @@ def main(argv=None):
     ap.error("--layouts must be >= 0")
   if a.guarded and a.measured_guard:
     ap.error("--guarded and --measured_guard are two different guards; pick one")
-  if (a.candidates or a.samples) and not a.measured_guard:
-    ap.error("--candidates and --samples go with --measured_guard")
-  if a.samples < 0:
-    ap.error("--samples must be >= 0")
+  candidates = candidate_dirs(ap, a, a.guarded or a.measured_guard)
   p = policy_path(a.policy)
   out = user_path(a.output)
   rows = runtime_check.run(a.problem, p, out,
@@ -84,7 +76,7 @@ def main(argv=None):
                            role=a.role, jobs=a.jobs, guarded=a.guarded,
                            pgo=a.pgo, layouts=a.layouts,
                            measured_guard=a.measured_guard,
-                           candidates=[policy_path(c) for c in a.candidates.split(",") if c],
+                           candidates=candidates,
                            samples=a.samples)
   (out / "runtime_check.json").write_text(json.dumps(rows, indent=1) + "\n")
   runtime_report.plot(rows, out / "runtime_check.png")

@@ -16,6 +16,13 @@ Greedy allocation of one function does not depend on another's, so compile 3 has
 function, exactly the lower of the two costs; the result checks that and counts any
 function where it does not hold (`mismatches`: none is expected).
 
+Several allocations (candidates): the policy and more policies (another policy's
+greedy allocation, sampled allocations of the policy: env.policies.PerFunctionSample) are
+each compiled once; per function the lowest score among the default's and theirs wins
+(ties to the default, then to the earlier one), and the one more compile routes every
+function to its winner (env.policies.FunctionRouter on the channel). A search at compile
+time: 2 + len(candidates) + 1 compiles, judged by the same static cost.
+
 Release use: with policy=None the policy compile is llc's own release advisor (e.g.
 `tool_path` = the release prefix's llc with its compiled-in model, `policy_flags` =
 ["-regalloc-enable-advisor=release"]); no channel and no Python policy. The plugin wraps
@@ -35,7 +42,7 @@ import shutil
 import tempfile
 
 from mlgo.env import core, tracer as tracer_lib
-from mlgo.env.policies import CompilerDefault
+from mlgo.env.policies import CompilerDefault, FunctionRouter
 from mlgo.problems import get_problem
 
 POLICY_FUNCTIONS_OPTION = "-regalloc-trace-policy-functions"
@@ -56,6 +63,9 @@ class GuardedResult:
   mismatches: list                  # functions whose guarded score is not the lower one
   policy_result: core.CompileResult | None = None   # the unguarded policy compile, if run:
                                     # an evaluation reports it beside the guarded one
+  candidate_scores: list = dataclasses.field(default_factory=list)  # each candidate's
+  route: dict = dataclasses.field(default_factory=dict)   # function -> winner (0: the
+                                    # policy, k: candidates[k - 1]); empty: no candidates
 
   @property
   def ok(self) -> bool:
@@ -79,16 +89,45 @@ def release_advisor(problem, llc) -> dict:
   return {"tool_path": str(llc), "policy_flags": list(get_problem(problem).enable_options)}
 
 
-def better_functions(default_scores: dict, policy_scores: dict, missing: float = 0.0):
-  """Functions the policy made strictly cheaper, sorted."""
-  return sorted(f for f, p in policy_scores.items()
-                if p < default_scores.get(f, missing) - _TOLERANCE * max(1.0, abs(p)))
+def candidate_policies(policy, candidate_dirs=(), samples: int = 0, problem=None) -> list:
+  """The more allocations a guard chooses among: the greedy policy of each dir in
+  candidate_dirs, then `samples` sampled allocations of `policy` (a policy_io.Policy;
+  seeds 1..N, each function sampled with its own seed, so that a routed compile gives a
+  function the allocation its own compile gave it). problem: each dir's policy must make
+  its decisions (a ValueError naming the dir otherwise)."""
+  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+  from mlgo.env.policies import PerFunctionSample  # pylint: disable=import-outside-toplevel
+  from mlgo.problems import same_decisions  # pylint: disable=import-outside-toplevel
+  out = []
+  for d in candidate_dirs:
+    p = policy_io.load_policy(d)
+    if problem is not None and not same_decisions(p.problem, problem):
+      raise ValueError(f"{d}: policy is for {p.problem}, not {get_problem(problem).name}")
+    out.append(p)
+  if samples < 0:
+    raise ValueError(f"samples must be >= 0, not {samples}")
+  out += [PerFunctionSample(policy_io.Policy(policy.spec, policy.arch.w, greedy=False),
+                            seed=k) for k in range(1, samples + 1)]
+  return out
+
+
+def lowest_scores(default_scores: dict, scores: list, missing: float = 0.0) -> dict:
+  """{function: index into `scores` of the lowest}, for the functions where one of them
+  is strictly below the default's (ties to the default, then to the earlier one)."""
+  route = {}
+  for f in set(default_scores).union(*scores):
+    best = default_scores.get(f, missing)
+    for k, sc in enumerate(scores):
+      p = sc.get(f, missing)
+      if p < best - _TOLERANCE * max(1.0, abs(p)):
+        route[f], best = k, p
+  return route
 
 
 def guarded_compile(module, problem, policy, *, default_scores: dict | None = None,
                     llvm_version: int = 22, timeout: float = core.DEFAULT_TIMEOUT,
                     output_path=None, tool_path=None, policy_flags=(),
-                    policy_functions=None) -> GuardedResult:
+                    policy_functions=None, candidates=()) -> GuardedResult:
   """Compiles `module` guarded (module docstring). default_scores: the default's
   scores if known, as the problem's score_fn gives them (skips compile 1). policy None:
   the policy is whatever `policy_flags` enable in the compiler (tool_path: another llc,
@@ -96,14 +135,21 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
   that keep the policy's decisions, chosen elsewhere (e.g. by measured run time:
   evaluation.measured_guard) instead of by the lower score; every other function of
   the module gets the default's, and `mismatches` then lists functions whose score is
-  not the chosen side's. Never raises for compile failures: a failed compile is the
-  result (result.ok False, reason set)."""
+  not the chosen side's. candidates (per-function problems): more policies to choose
+  from per function (module docstring); a failed candidate compile fails the guarded
+  compile. Never raises for compile failures: a failed compile is the result
+  (result.ok False, reason set)."""
   if policy is None and not policy_flags:
     raise ValueError("guarded_compile: no policy and no policy_flags")
   if policy is None:
     policy = CompilerDefault()   # no channel: the compiler's release advisor decides
   policy_flags = list(policy_flags)
   problem = check_problem(problem)
+  candidates = list(candidates)
+  if candidates and (problem.key == "module" or policy_functions is not None
+                     or policy_flags or tool_path):
+    raise ValueError("guarded_compile: candidates go with a per-function problem, a "
+                     "Python policy and no explicit policy_functions")
   if problem.key == "module":
     return _guarded_module(module, problem, policy, default_scores, llvm_version, timeout,
                            output_path, tool_path, policy_flags)
@@ -129,11 +175,24 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
       return GuardedResult(pol, {}, default_scores, {}, [], compiles, [], pol)
     policy_scores = dict(problem.score_fn(pol.reward))
     keys = set(default_scores) | set(policy_scores)
+    candidate_scores, route = [], {}
+    for cand in candidates:
+      c = core.compile_module(module, problem, cand, llvm_version=llvm_version,
+                              timeout=timeout)
+      compiles += 1
+      if not c.ok:
+        return GuardedResult(c, {}, default_scores, policy_scores, [], compiles, [], pol)
+      candidate_scores.append(dict(problem.score_fn(c.reward)))
+      keys |= set(candidate_scores[-1])
     if policy_functions is None:
-      lower = {f: min(default_scores.get(f, missing), policy_scores.get(f, missing))
-               for f in keys}
-      chosen = better_functions(default_scores, policy_scores, missing)
-      policy_is_best = all(policy_scores.get(f, missing) <= lower[f] for f in keys)
+      route = lowest_scores(default_scores, [policy_scores] + candidate_scores, missing)
+      chosen = sorted(route)
+      lower = {f: ([policy_scores] + candidate_scores)[route[f]].get(f, missing)
+                  if f in route else default_scores.get(f, missing) for f in keys}
+      policy_is_best = (not any(route.values()) and
+                        all(policy_scores.get(f, missing) <= lower[f] for f in keys))
+      if any(route.values()):
+        policy = FunctionRouter([policy] + candidates, route)
     else:   # the expected score per function is the chosen side's
       chosen = sorted(f for f in keys if f in policy_functions)
       lower = {f: (policy_scores if f in policy_functions else default_scores
@@ -159,7 +218,7 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
       compiles += 1
       if not final.ok:
         return GuardedResult(final, {}, default_scores, policy_scores, chosen, compiles, [],
-                             pol)
+                             pol, candidate_scores, route)
       scores, obj = dict(problem.score_fn(final.reward)), objs["guarded"]
     if output_path:
       shutil.copyfile(obj, output_path)
@@ -167,7 +226,7 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                       if abs(scores.get(f, missing) - lower.get(f, missing))
                       > _TOLERANCE * max(1.0, abs(lower.get(f, missing))))
   return GuardedResult(final, scores, default_scores, policy_scores, chosen, compiles,
-                       mismatches, pol)
+                       mismatches, pol, candidate_scores, route)
 
 
 def _guarded_module(module, problem, policy, default_scores, llvm_version, timeout,

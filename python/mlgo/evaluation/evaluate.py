@@ -75,10 +75,11 @@ class DefaultCache:
 
 
 def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_default=None,
-                 guarded: bool = False):
+                 guarded: bool = False, candidates=()):
   """Work item: default compile and policy compile of one module -> small summaries.
   guarded: the policy side is a guarded compile (mlgo.env.guarded: per function the
-  better of the default and the policy) and also reports how it was made."""
+  better of the default and the policy, or the best of those and `candidates`, more
+  policy objects) and also reports how it was made."""
   from mlgo import env  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)
 
@@ -110,13 +111,16 @@ def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_defaul
   g = guarded_lib.guarded_compile(
       module, problem, pol, llvm_version=llvm_version, timeout=timeout,
       default_scores={("" if k == module.name else k[len(prefix):]): v
-                      for k, v in d["scores"].items()} if d["ok"] else None)
+                      for k, v in d["scores"].items()} if d["ok"] else None,
+      candidates=candidates)
   p = summary(g.result, t0)
   if g.ok:
     p["scores"] = {(module.name if f == "" else prefix + f): float(v)
                    for f, v in g.scores.items()}
   p.update(guard_compiles=g.compiles, guard_policy_functions=len(g.policy_functions),
-           guard_mismatches=g.mismatches)
+           guard_mismatches=g.mismatches,
+           guard_per_candidate=[sum(1 for k in g.route.values() if k == i)
+                                for i in range(1 + len(candidates))] if candidates else [])
   # Decisions left to the compiler: all from the one policy compile (only inlining
   # policies defer, and the per-module guard compiles the policy once); they count for
   # the guarded result only where it kept that compile.
@@ -135,13 +139,15 @@ def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_defaul
 def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldout",
              jobs: int = 2, timeout: float = 300.0, pool_kind: str | None = None,
              stream=None, use_cache: bool = True, guarded: bool = False,
-             plain_output=None, plain_stream=None) -> dict:
+             plain_output=None, plain_stream=None, candidates=(), samples: int = 0) -> dict:
   """corpus_dir: a corpus, or a prepared corpus (llc problems prepare one if given a
   corpus). guarded: score guarded compiles of the policy (mlgo.env.guarded) instead of
   the policy's own; with plain_output, the policy's own compiles (which a guarded
   compile makes anyway) are also evaluated, into that directory, printed to
-  plain_stream, and their summary is returned under "plain". Returns the summary (also
-  written to OUTPUT/summary.json)."""
+  plain_stream, and their summary is returned under "plain". candidates (policy dirs)
+  and samples (sampled allocations of the policy): more allocations for the guard to
+  choose from per function (mlgo.env.guarded). Returns the summary (also written to
+  OUTPUT/summary.json)."""
   stream = stream or sys.stdout
   problem = problems_lib.get_problem(problem_name)
   if guarded:
@@ -149,9 +155,8 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
     guarded_lib.check_problem(problem)
     if policy == "default":
       raise ValueError("a guarded evaluation needs a policy, not 'default'")
-  elif plain_output is not None:
-    raise ValueError("plain_output goes with guarded=True (the plain evaluation is the "
-                     "guarded one's by-product)")
+  elif plain_output is not None or candidates or samples:
+    raise ValueError("plain_output, candidates and samples go with guarded=True")
   corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=sys.stderr)
   if split == "all":
     modules = list(corpus.modules)
@@ -182,13 +187,21 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
       raise ValueError(f"{policy}: policy is for problem {ref[0]['problem']!r}, "
                        f"not {problem_name!r}")
     policy_name = str(policy) + (" (guarded)" if guarded else "")
+  cands = []
+  if candidates or samples:
+    from mlgo.env.guarded import candidate_policies  # pylint: disable=import-outside-toplevel
+    from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+    cands = candidate_policies(policy_io.load_policy(policy), candidates, samples,
+                               problem_name)
   out = pathlib.Path(output)
   out.mkdir(parents=True, exist_ok=True)
   print(f"evaluating {policy_name} on {len(modules)} {split} modules of {corpus.path} "
         f"({problem_name}, LLVM {corpus.llvm_version})", file=sys.stderr)
   progress = Progress("evaluate", len(modules), stream=sys.stderr)
   main, plain = Tally(), (Tally() if plain_output is not None else None)
-  guard = {"compiles": 0, "policy_functions": 0, "mismatches": []}
+  guard = {"compiles": 0, "policy_functions": 0, "mismatches": [],
+           "candidates": [str(c) for c in candidates], "samples": int(samples),
+           "per_candidate": [0] * (1 + len(cands)) if cands else []}
   cache = DefaultCache.for_problem(problem)
   with make_pool(pool_kind, jobs) as pool:
     ids = []
@@ -196,7 +209,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
       key = cache_key(m, problem_name, corpus.llvm_version)
       cached = cache.get(key) if use_cache else None
       ids.append(pool.submit(compile_pair, m, problem_name, ref, corpus.llvm_version,
-                             timeout, cached, guarded))
+                             timeout, cached, guarded, cands))
     # Tallied in submission order: the same policy gives the same files, rows and sums
     # whichever compile finishes first.
     for r in in_submission_order(pool.results(), ids):
@@ -221,6 +234,8 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
         guard["compiles"] += p["guard_compiles"]
         guard["policy_functions"] += p["guard_policy_functions"]
         guard["mismatches"] += [f"{m.name}::{f}" for f in p["guard_mismatches"]]
+        for i, n in enumerate(p["guard_per_candidate"]):
+          guard["per_candidate"][i] += n
       progress.update(node=r.node)
   progress.close()
   if use_cache:

@@ -65,11 +65,13 @@ def format_line(r: dict) -> str:
 
 def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int = 2,
         timeout: float = 300.0, pool_kind: str | None = None, stream=None,
-        guarded: bool = False, plain_output=None, plain_stream=None) -> dict:
+        guarded: bool = False, plain_output=None, plain_stream=None, candidates=(),
+        samples: int = 0) -> dict:
   """Evaluates `policy` on each suite; returns the report ({"suites": one row per suite,
   ...}, as written to OUTPUT/generalization.json).
   guarded with plain_output: the same compiles also give the policy's own report, written
-  to plain_output (its lines to plain_stream) and returned under "plain"."""
+  to plain_output (its lines to plain_stream) and returned under "plain". candidates,
+  samples: more allocations for the guard (evaluate)."""
   stream = stream or sys.stdout
   problem = problems_lib.get_problem(problem_name)
   out = pathlib.Path(output)
@@ -83,7 +85,8 @@ def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int =
     with contextlib.redirect_stdout(buf):
       s = evaluate(problem_name, corpus_dir, policy, out / name, split=split, jobs=jobs,
                    timeout=timeout, pool_kind=pool_kind, stream=buf, guarded=guarded,
-                   plain_output=(pout / name) if both else None, plain_stream=pbuf)
+                   plain_output=(pout / name) if both else None, plain_stream=pbuf,
+                   candidates=candidates, samples=samples)
     (out / name / "report.txt").write_text(buf.getvalue())
     if both:
       (pout / name / "report.txt").write_text(pbuf.getvalue())

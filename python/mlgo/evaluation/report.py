@@ -236,10 +236,13 @@ def write_report(t: Tally, problem_name, policy_name, corpus, split, out, stream
            + ")" if t.deferred_by else ""), file=stream)
   if guard is not None:
     unit = problem.key + "s"
+    per = guard.get("per_candidate") or []
+    kept = (f"{guard['policy_functions']} {unit} kept a policy's decisions (the policy / each "
+            f"candidate: {' / '.join(str(n) for n in per)})" if per else
+            f"{guard['policy_functions']} {unit} kept the policy's decisions")
     print(f"guarded: {guard['compiles']} policy-side {problem.tool} compiles for {ok_modules} "
-          f"modules; {guard['policy_functions']} {unit} kept the policy's decisions, the rest "
-          f"the default's; {len(guard['mismatches'])} {unit} not at the lower of the two "
-          f"scores{' (' + ', '.join(guard['mismatches'][:3]) + ')' if guard['mismatches'] else ''}",
+          f"modules; {kept}, the rest the default's; {len(guard['mismatches'])} {unit} not "
+          f"at the lowest score{' (' + ', '.join(guard['mismatches'][:3]) + ')' if guard['mismatches'] else ''}",
           file=stream)
   print(line, file=stream, flush=True)
   return summary

@@ -38,12 +38,13 @@ def _obj_name(rel: str) -> str:
 
 def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version, timeout,
                 llc_flags=(), policy=None, clang_flags=(), guarded=False,
-                policy_functions=None):
+                policy_functions=None, candidates=()):
   """One translation unit: clang -O2 to bitcode, then llc with the allocator under test
   (`policy`, else the policy of spec/weights, else the default; guarded: a guarded
   compile of it, mlgo.env.guarded, which keeps the policy's allocation for exactly the
-  functions in `policy_functions` when that is given). Returns (error | None, the
-  compile's reward dict)."""
+  functions in `policy_functions` when that is given, and chooses among the policy and
+  `candidates` per function otherwise). Returns (error | None, the compile's reward
+  dict)."""
   tc = toolchain(llvm_version)
   bc = obj + ".bc"
   cc = tc.clangxx if rel.endswith(CXX_EXTS) else tc.clang
@@ -60,7 +61,8 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
     from mlgo.env import guarded as guarded_lib  # pylint: disable=import-outside-toplevel
     g = guarded_lib.guarded_compile(module, problem, policy, llvm_version=llvm_version,
                                     timeout=timeout, output_path=obj,
-                                    policy_functions=policy_functions)
+                                    policy_functions=policy_functions,
+                                    candidates=candidates)
     if not g.ok:
       return f"llc failed on {rel}: {g.result.reason}", None
     return None, {"functions": g.scores, "total": float(sum(g.scores.values()))}
@@ -73,13 +75,14 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
 
 def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, jobs=2,
                   llvm_version=22, timeout=600.0, llc_flags=(), policy=None, clang_flags=(),
-                  link_flags=(), guarded=False, policy_functions=None):
+                  link_flags=(), guarded=False, policy_functions=None, candidates=()):
   """Builds `prog` into out_dir/<name>: every translation unit through llc with the
   allocator under test (policy, or spec/weights, or the default), extra llc_flags (and
   clang_flags for the -O2 bitcode, link_flags for the link, e.g. PGO's). The optimized
   bitcode stays beside each object (OBJ.bc); the per-function scores of `problem`'s
   reward go to out_dir/functions.json. guarded with policy_functions: a selected build
-  (the policy's allocation for those functions only)."""
+  (the policy's allocation for those functions only); guarded with candidates: per
+  function the lowest cost among the default, the policy and the candidates."""
   out_dir = pathlib.Path(out_dir)
   out_dir.mkdir(parents=True, exist_ok=True)
   objs, functions = [], {}
@@ -91,7 +94,8 @@ def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, j
       futs.append(ex.submit(_compile_tu, str(src_root), rel, prog.cflags, obj, problem,
                             spec, weights, llvm_version, timeout, tuple(llc_flags), policy,
                             tuple(clang_flags), guarded,
-                            None if policy_functions is None else frozenset(policy_functions)))
+                            None if policy_functions is None else frozenset(policy_functions),
+                            tuple(candidates)))
     for f in futs:
       err, reward = f.result()
       if err:

@@ -82,13 +82,14 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
         candidates=(), samples: int = 0) -> list:
   """guarded: the policy side is built with guarded compiles (mlgo.env.guarded; its
   build dir is <program>/guarded), its figures still under "policy" in the rows.
+  candidates (policy dirs) and samples (that many sampled allocations of the policy,
+  each function with its own seed: env.policies.PerFunctionSample): more allocations
+  for either guard to choose from per function (the static guard: the lowest remarks
+  cost; the measured guard: the fastest on the second workload).
   measured_guard: the policy side is a selected build (<program>/measured): per function
   the policy's allocation only where it ran faster on a second workload
   (write_workload(variant=1), mlgo.evaluation.measured_guard); the row's "selection"
-  says how many functions kept it. candidates: more policy dirs for the measured guard
-  to choose from (per function the fastest of the default, the policy and these);
-  samples: that many sampled allocations of the policy as more candidates (each
-  function sampled with its own seed: env.policies.PerFunctionSample).
+  says how many functions kept it.
   pgo: both sides are PGO builds (-fprofile-instr-use with a profile of the program's
   own workload, taken once per output dir), so llc's block frequencies are measured;
   the comparison is then policy-with-profile against default-with-profile.
@@ -102,15 +103,11 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
   if guarded and measured_guard:
     raise ValueError("runtime_check: --guarded and --measured_guard are two different "
                      "guards; pick one")
-  if (candidates or samples) and not measured_guard:
-    raise ValueError("runtime_check: candidates and samples are for the measured guard")
-  others = [policy_io.load_policy(c) for c in candidates]
-  from mlgo.env.policies import PerFunctionSample  # pylint: disable=import-outside-toplevel
-  others += [PerFunctionSample(policy_io.Policy(pol.spec, pol.arch.w, greedy=False), seed=k)
-             for k in range(1, samples + 1)]
-  for c, o in zip(candidates, others):   # the samples are the policy's own
-    if not problems_lib.same_decisions(o.problem, problem):
-      raise ValueError(f"{c}: policy is for {o.problem}, not {problem}")
+  if (candidates or samples) and not (measured_guard or guarded):
+    raise ValueError("runtime_check: candidates and samples are for a guard "
+                     "(guarded or measured_guard)")
+  from mlgo.env.guarded import candidate_policies  # pylint: disable=import-outside-toplevel
+  others = candidate_policies(pol, candidates, samples, problem)
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
   inp, script = write_workload(out)
@@ -154,7 +151,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
         print(f"runtime_check: building {prog.name} ({'guarded' if g else variant})",
               file=stream, flush=True)
         build_program(prog, src, build_dirs[variant], problem, spec, w, jobs=jobs,
-                      llvm_version=llvm_version, guarded=g, clang_flags=clang_flags)
+                      llvm_version=llvm_version, guarded=g, clang_flags=clang_flags,
+                      candidates=others if g else ())
     selection = None
     if measured_guard:
       build_dirs["policy"], selection = selected_build(

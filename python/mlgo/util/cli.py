@@ -64,3 +64,24 @@ def built_file(rel: str) -> pathlib.Path | None:
   if root is not None:
     cands.append(root / "bazel-bin" / rel)
   return next((c for c in cands if c.exists()), None)
+
+
+def add_candidate_flags(ap, guard: str = "--guarded"):
+  """--candidates and --samples: more allocations for a per-function guard to choose
+  from (mlgo.env.guarded.candidate_policies); read back with candidate_dirs."""
+  ap.add_argument("--candidates", default="",
+                  help=f"with {guard}: more policy dirs, comma-separated; each function "
+                       "gets the best of the default, --policy and these")
+  ap.add_argument("--samples", type=int, default=0,
+                  help=f"with {guard}: also N sampled allocations of --policy as "
+                       "candidates (each function with its own seed)")
+
+
+def candidate_dirs(ap, a, guarded: bool) -> list:
+  """The --candidates dirs (add_candidate_flags), checked: they and --samples need a
+  guard, and --samples a count >= 0 (argparse errors otherwise)."""
+  if (a.candidates or a.samples) and not guarded:
+    ap.error("--candidates and --samples go with a guard (--guarded or --measured_guard)")
+  if a.samples < 0:
+    ap.error("--samples must be >= 0")
+  return [policy_path(c) for c in a.candidates.split(",") if c]

@@ -265,7 +265,30 @@ def test_sampled_candidate_builds_are_reproducible(tmp_path, srcs):
   _, routed = _build(tmp_path, srcs, [tool(), "--samples=1", f"--policy={model()}",
                                       f"--policy_functions={tmp_path}/none.txt", "--"], "r")
   assert routed == clang
-  r = subprocess.run([tool(), "--samples=1", f"--policy={model()}", "--", "-O2", "-c",
-                      "main.c", "-o", "x.o"], cwd=tmp_path, capture_output=True, text=True,
-                     timeout=120)
-  assert r.returncode == 2 and "--samples" in r.stderr
+
+
+def test_static_guard_over_candidates(tmp_path, srcs):
+  """Without --policy_functions, --candidates and --samples widen the cost comparison:
+  every object is at most the one-policy guard's cost, the program still runs like
+  clang's, and the log says which allocation each chosen function got."""
+  wide = lib.runfile("models/regalloc_eviction_wide", "policy.json")
+  want, _ = _build(tmp_path, srcs, [toolchain(22).clang], "c")
+  one, many = tmp_path / "one.jsonl", tmp_path / "many.jsonl"
+  _build(tmp_path, srcs, [tool(), f"--policy={model()}", f"--log={one}", "--"], "one")
+  got, _ = _build(tmp_path, srcs, [tool(), f"--policy={model()}", f"--candidates={wide}",
+                                   "--samples=2", f"--log={many}", "--"], "many")
+  assert got == want
+  rows = lambda f: {r["source"]: r for r in map(json.loads, f.read_text().splitlines())}
+  r1, rn = rows(one), rows(many)
+  assert set(rn) == set(srcs)
+  for s, r in rn.items():
+    assert r["ok"] and r["guarded_cost"] <= r1[s]["guarded_cost"] + 1e-6, s
+    assert r["default_cost"] == pytest.approx(r1[s]["default_cost"])
+    assert sorted(r.get("route", {})) == r["policy_functions"]
+    assert all(0 <= k <= 3 for k in r.get("route", {}).values())
+  assert any(k > 0 for r in rn.values() for k in r.get("route", {}).values())
+  for bad in (["--unguarded", f"--candidates={wide}"], ["--samples=-1"]):
+    r = subprocess.run([tool(), f"--policy={model()}"] + bad + ["--", "-O2", "-c", "main.c",
+                        "-o", "x.o"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "guarded_cc:" in r.stderr, bad

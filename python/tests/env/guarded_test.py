@@ -179,6 +179,51 @@ def test_per_function_samples_are_the_same_alone_and_routed(combined):
     PerFunctionSample(p, 1)
 
 
+def test_lowest_scores_breaks_ties_to_the_default_then_the_earlier():
+  route = guarded.lowest_scores({"a": 1.0, "b": 2.0, "c": 3.0},
+                                [{"a": 1.0, "b": 1.0, "c": 2.0}, {"a": 1.0, "b": 1.0, "c": 1.0}])
+  assert route == {"b": 0, "c": 1}   # "a" ties the default, "b" the earlier
+  # A function missing from a compile has no spill code there: cost 0 (missing).
+  assert guarded.lowest_scores({"a": 1.0}, [{"a": 2.0}, {}]) == {"a": 1}
+
+
+def test_guard_over_candidates_is_the_lowest_per_function(combined, tmp_path):
+  """candidates: every function gets the lowest score among the default's, the policy's
+  and each candidate's allocation (a sampled allocation of the shipped model among
+  them), through one routed compile; the object is that compile's."""
+  from mlgo.env.policies import DefaultPolicy, FunctionRouter
+  p = policy_io.load_policy(lib.shipped_eviction_model())
+  cands = guarded.candidate_policies(p, [], 1, "regalloc_eviction")
+  cands.insert(0, DefaultPolicy("regalloc_eviction"))
+  _, dflt = _scores(combined, "regalloc_eviction", env.CompilerDefault())
+  sides = [_scores(combined, "regalloc_eviction", x)[1] for x in [LowestColumn()] + cands]
+  out = tmp_path / "g.o"
+  g = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                              candidates=cands, output_path=str(out))
+  assert g.ok and g.mismatches == [] and g.compiles == 5
+  assert g.policy_scores == sides[0] and g.candidate_scores == sides[1:]
+  keys = set(dflt).union(*sides)
+  for f in keys:
+    assert g.scores.get(f, 0.0) == pytest.approx(
+        min([dflt.get(f, 0.0)] + [s.get(f, 0.0) for s in sides]), rel=1e-9), f
+  assert g.route == guarded.lowest_scores(dflt, sides)
+  assert {k for k in g.route.values() if k > 0}, "no function went to a candidate"
+  assert g.policy_functions == sorted(g.route)
+  single = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                                   default_scores=dflt)
+  assert sum(g.scores.values()) < sum(single.scores.values())
+  _scores(combined, "regalloc_eviction", FunctionRouter([LowestColumn()] + cands, g.route),
+          tmp_path / "again.o", _listing(tmp_path, sorted(g.route)))
+  assert out.read_bytes() == (tmp_path / "again.o").read_bytes()
+  with pytest.raises(ValueError, match="candidates go with"):
+    guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                            candidates=cands, policy_functions={"main"})
+  with pytest.raises(ValueError, match="candidates go with"):
+    guarded.guarded_compile(combined, "inlining", LowestColumn(), candidates=cands)
+  with pytest.raises(ValueError, match="is for regalloc_eviction, not regalloc_priority"):
+    guarded.candidate_policies(p, [lib.shipped_eviction_model()], 0, "regalloc_priority")
+
+
 def test_policy_better_everywhere_keeps_its_compile(tmp_path):
   m = None
   for src in sorted(DATA.glob("*.c")):
@@ -260,6 +305,15 @@ def test_guarded_evaluation(tmp_path):
                           csv.DictReader(open(d / "per_key.csv")))
   assert rows(tmp_path / "e2plain") == rows(tmp_path / "e1")
   assert (tmp_path / "e2plain" / "summary.json").exists()
-  with pytest.raises(ValueError, match="plain_output goes with guarded"):
+  # More allocations to choose from: never above the one-policy guard, none regressed,
+  # every function at the lowest score, the counts per candidate adding up.
+  c = evaluation.evaluate("regalloc_eviction", prep, tmp_path / "anti", tmp_path / "e4",
+                          split="all", use_cache=False, guarded=True,
+                          candidates=[lib.shipped_eviction_model()], samples=1)
+  assert c["regressions"] == 0 and c["guarded"]["mismatches"] == []
+  assert c["policy_score"] <= g["policy_score"] + 1e-6 * g["default"]
+  per = c["guarded"]["per_candidate"]
+  assert len(per) == 3 and sum(per) == c["guarded"]["policy_functions"] and per[1] > 0
+  with pytest.raises(ValueError, match="go with guarded"):
     evaluation.evaluate("regalloc_eviction", prep, tmp_path / "anti", tmp_path / "e3",
                         split="all", plain_output=tmp_path / "e3plain")
