@@ -94,16 +94,21 @@ def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int =
       print(format_line(prows[-1]), file=plain_stream or stream, flush=True)
     rows.append(suite_row(name, s))
     print(format_line(rows[-1]), file=stream, flush=True)
-  report = write_report(problem_name, policy, guarded, rows, out)
+  report = write_report(problem_name, policy, guarded, rows, out,
+                        {"candidates": [str(c) for c in candidates], "samples": int(samples)}
+                        if candidates or samples else None)
   if both:
     report["plain"] = write_report(problem_name, policy, False, prows, pout)
   return report
 
 
-def write_report(problem_name, policy, guarded, rows, out) -> dict:
-  """generalization.json, .md and .png of one report in `out`; returns the report."""
+def write_report(problem_name, policy, guarded, rows, out, guard_choice=None) -> dict:
+  """generalization.json, .md and .png of one report in `out`; returns the report.
+  guard_choice: the guard's more allocations ({"candidates": dirs, "samples": n})."""
   report = {"problem": problem_name, "policy": str(policy), "guarded": guarded,
             "suites": rows, "package_worse_pct": PACKAGE_WORSE_PCT}
+  if guard_choice:
+    report["guard_choice"] = guard_choice
   (out / "generalization.json").write_text(json.dumps(report, indent=1) + "\n")
   (out / "generalization.md").write_text(markdown(report))
   plot(report, out / "generalization.png")
@@ -111,7 +116,13 @@ def write_report(problem_name, policy, guarded, rows, out) -> dict:
 
 
 def markdown(report: dict) -> str:
-  guarded = " (guarded: per function the better of the two)" if report.get("guarded") else ""
+  guarded, more = "", report.get("guard_choice")
+  if more:
+    guarded = (f" (guarded: per function the best of the default, the policy, "
+               f"{', '.join(more['candidates']) or 'no other policy'} and "
+               f"{more['samples']} sampled allocations)")
+  elif report.get("guarded"):
+    guarded = " (guarded: per function the better of the two)"
   lines = [f"# {report['problem']}: {report['policy']}{guarded} vs the default", "",
            "| suite | modules | change | geomean per key | median module | "
            "modules >1% worse | packages worse than +0.5% |",

@@ -71,6 +71,10 @@ def test_guarded_report_gives_the_plain_one_from_the_same_compiles(corpus, tmp_p
   for k in ("modules", "change_pct", "modules_regressed", "keys_improved", "line"):
     assert q[k] == p[k], k
   assert both["guarded"] and not both["plain"]["guarded"]
+  assert "better of the two" in (tmp_path / "g" / "generalization.md").read_text()
+  # A guard with more allocations (regalloc's --candidates/--samples) says which.
+  md = generalization.markdown({**both, "guard_choice": {"candidates": ["W"], "samples": 3}})
+  assert "best of the default, the policy, W and 3 sampled allocations" in md.splitlines()[0]
   assert g["modules_regressed"] == 0 and g["change_pct"] <= min(p["change_pct"], 0.0)
   name = pathlib.Path(corpus).name
   for d in ("g", "gp"):
