@@ -179,5 +179,5 @@ def test_measured_guard_over_two_policies(tmp_path, monkeypatch):
                                                            rel=1e-9), (f, side)
     routed += side == "candidate-1" and scores[side].get(f, 0.0) != scores["policy"].get(f, 0.0)
   assert routed > 0
-  with pytest.raises(ValueError, match="measured guard"):
+  with pytest.raises(ValueError, match="are for a guard"):
     rc.run("regalloc_eviction", models[0], out, programs=[PROGRAM], candidates=[models[1]])
