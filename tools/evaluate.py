@@ -41,7 +41,8 @@ def main(argv=None):
   corpus_dir = corpus.corpus_arg(a.corpus, get_problem(a.problem).corpus_opt)
   evaluation.evaluate(a.problem, corpus_dir, policy, user_path(a.output), split=a.split,
                       jobs=a.jobs, timeout=a.timeout, guarded=a.guarded,
-                      candidates=candidates, samples=a.samples)
+                      candidates=candidates, samples=a.samples,
+                      no_more_spill_code=a.no_more_spill_code)
   return 0
 
 

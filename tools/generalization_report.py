@@ -48,7 +48,8 @@ def main(argv=None) -> int:
   rep = generalization.run(a.problem, policy, out, suites, jobs=a.jobs, timeout=a.timeout,
                            guarded=a.guarded, plain_output=plain_out,
                            plain_stream=_Prefixed(sys.stdout, "plain ") if a.guarded else None,
-                           candidates=candidates, samples=a.samples)
+                           candidates=candidates, samples=a.samples,
+                           no_more_spill_code=a.no_more_spill_code)
   print(f"wrote {out / 'generalization.md'}"
         + (f" and {plain_out / 'generalization.md'}" if plain_out else ""))
   return 0 if rep["suites"] else 1

@@ -2,7 +2,8 @@
 
   bazel run //tools:runtime_check -- --problem=regalloc_eviction --policy=DIR
       [--output=DIR] [--programs=NAME,...] [--role=model|heldout] [--jobs=2]
-      [--guarded | --measured_guard] [--candidates=DIR,...] [--samples=N] [--pgo]
+      [--guarded [--no_more_spill_code] | --measured_guard] [--candidates=DIR,...]
+      [--samples=N] [--pgo]
       [--layouts=4]
 Builds each program from its Debian source package twice (every translation unit
 through llc with the default allocator, then with the policy), runs both under
@@ -77,7 +78,8 @@ def main(argv=None):
                            pgo=a.pgo, layouts=a.layouts,
                            measured_guard=a.measured_guard,
                            candidates=candidates,
-                           samples=a.samples)
+                           samples=a.samples,
+                           no_more_spill_code=a.no_more_spill_code)
   (out / "runtime_check.json").write_text(json.dumps(rows, indent=1) + "\n")
   runtime_report.plot(rows, out / "runtime_check.png")
   print(runtime_report.format_table(rows))

@@ -23,6 +23,12 @@ each compiled once; per function the lowest score among the default's and theirs
 function to its winner (env.policies.FunctionRouter on the channel). A search at compile
 time: 2 + len(candidates) + 1 compiles, judged by the same static cost.
 
+no_more_spill_code: a candidate may win a function only if its spill code counted
+without block frequencies (the reward's "spill_code") is not larger than the default's.
+The remarks cost weighs spill code by LLVM's estimated block frequencies, and those are
+wrong in places (a loop called cold that runs hot); most static gains move spill code
+into blocks called cold, so this keeps only the wins that do not also add spill code.
+
 Release use: with policy=None the policy compile is llc's own release advisor (e.g.
 `tool_path` = the release prefix's llc with its compiled-in model, `policy_flags` =
 ["-regalloc-enable-advisor=release"]); no channel and no Python policy. The plugin wraps
@@ -111,23 +117,38 @@ def candidate_policies(policy, candidate_dirs=(), samples: int = 0, problem=None
   return out
 
 
-def lowest_scores(default_scores: dict, scores: list, missing: float = 0.0) -> dict:
+def lowest_scores(default_scores: dict, scores: list, missing: float = 0.0,
+                  counts=None) -> dict:
   """{function: index into `scores` of the lowest}, for the functions where one of them
-  is strictly below the default's (ties to the default, then to the earlier one)."""
+  is strictly below the default's (ties to the default, then to the earlier one).
+  counts: (the default's, [one per score dict]) spill-code counts; a side whose count
+  for a function is above the default's cannot win it."""
   route = {}
   for f in set(default_scores).union(*scores):
     best = default_scores.get(f, missing)
     for k, sc in enumerate(scores):
       p = sc.get(f, missing)
+      if counts is not None and (counts[1][k].get(f, 0.0) > counts[0].get(f, 0.0)
+                                 + _TOLERANCE * max(1.0, counts[0].get(f, 0.0))):
+        continue
       if p < best - _TOLERANCE * max(1.0, abs(p)):
         route[f], best = k, p
   return route
 
 
+def _spill_code(problem, result) -> dict:
+  counts = result.reward.get("spill_code") if isinstance(result.reward, dict) else None
+  if counts is None:
+    raise ValueError(f"{problem.name}: its reward has no frequency-free spill-code count "
+                     f"(no_more_spill_code needs the remarks reward)")
+  return counts
+
+
 def guarded_compile(module, problem, policy, *, default_scores: dict | None = None,
                     llvm_version: int = 22, timeout: float = core.DEFAULT_TIMEOUT,
                     output_path=None, tool_path=None, policy_flags=(),
-                    policy_functions=None, candidates=()) -> GuardedResult:
+                    policy_functions=None, candidates=(),
+                    no_more_spill_code: bool = False) -> GuardedResult:
   """Compiles `module` guarded (module docstring). default_scores: the default's
   scores if known, as the problem's score_fn gives them (skips compile 1). policy None:
   the policy is whatever `policy_flags` enable in the compiler (tool_path: another llc,
@@ -137,8 +158,9 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
   the module gets the default's, and `mismatches` then lists functions whose score is
   not the chosen side's. candidates (per-function problems): more policies to choose
   from per function (module docstring); a failed candidate compile fails the guarded
-  compile. Never raises for compile failures: a failed compile is the result
-  (result.ok False, reason set)."""
+  compile. no_more_spill_code: the module docstring's rule (the default is then
+  compiled here even if default_scores are given, for its counts). Never raises for
+  compile failures: a failed compile is the result (result.ok False, reason set)."""
   if policy is None and not policy_flags:
     raise ValueError("guarded_compile: no policy and no policy_flags")
   if policy is None:
@@ -150,6 +172,11 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                      or policy_flags or tool_path):
     raise ValueError("guarded_compile: candidates go with a per-function problem, a "
                      "Python policy and no explicit policy_functions")
+  if no_more_spill_code and (problem.key == "module" or policy_functions is not None):
+    raise ValueError("guarded_compile: no_more_spill_code goes with a per-function "
+                     "problem and no explicit policy_functions")
+  if no_more_spill_code:
+    default_scores = None          # compiled here: its spill-code counts are needed
   if problem.key == "module":
     return _guarded_module(module, problem, policy, default_scores, llvm_version, timeout,
                            output_path, tool_path, policy_flags)
@@ -175,7 +202,9 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
       return GuardedResult(pol, {}, default_scores, {}, [], compiles, [], pol)
     policy_scores = dict(problem.score_fn(pol.reward))
     keys = set(default_scores) | set(policy_scores)
-    candidate_scores, route = [], {}
+    candidate_scores, route, counts = [], {}, None
+    if no_more_spill_code:
+      counts = (_spill_code(problem, default_result), [_spill_code(problem, pol)])
     for cand in candidates:
       c = core.compile_module(module, problem, cand, llvm_version=llvm_version,
                               timeout=timeout)
@@ -184,13 +213,18 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
         return GuardedResult(c, {}, default_scores, policy_scores, [], compiles, [], pol)
       candidate_scores.append(dict(problem.score_fn(c.reward)))
       keys |= set(candidate_scores[-1])
+      if counts is not None:
+        counts[1].append(_spill_code(problem, c))
     if policy_functions is None:
-      route = lowest_scores(default_scores, [policy_scores] + candidate_scores, missing)
+      route = lowest_scores(default_scores, [policy_scores] + candidate_scores, missing,
+                            counts)
       chosen = sorted(route)
       lower = {f: ([policy_scores] + candidate_scores)[route[f]].get(f, missing)
                   if f in route else default_scores.get(f, missing) for f in keys}
       policy_is_best = (not any(route.values()) and
-                        all(policy_scores.get(f, missing) <= lower[f] for f in keys))
+                        all(policy_scores.get(f, missing) <= lower[f] for f in keys) and
+                        (counts is None or all(counts[1][0].get(f, 0.0) <= counts[0].get(f, 0.0)
+                                               for f in keys)))
       if any(route.values()):
         policy = FunctionRouter([policy] + candidates, route)
     else:   # the expected score per function is the chosen side's

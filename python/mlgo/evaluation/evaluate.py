@@ -75,11 +75,12 @@ class DefaultCache:
 
 
 def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_default=None,
-                 guarded: bool = False, candidates=()):
+                 guarded: bool = False, candidates=(), no_more_spill_code: bool = False):
   """Work item: default compile and policy compile of one module -> small summaries.
   guarded: the policy side is a guarded compile (mlgo.env.guarded: per function the
   better of the default and the policy, or the best of those and `candidates`, more
-  policy objects) and also reports how it was made."""
+  policy objects; no_more_spill_code: the guard's rule of that name) and also reports
+  how it was made."""
   from mlgo import env  # pylint: disable=import-outside-toplevel
   problem = problems_lib.get_problem(problem_name)
 
@@ -112,7 +113,7 @@ def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_defaul
       module, problem, pol, llvm_version=llvm_version, timeout=timeout,
       default_scores={("" if k == module.name else k[len(prefix):]): v
                       for k, v in d["scores"].items()} if d["ok"] else None,
-      candidates=candidates)
+      candidates=candidates, no_more_spill_code=no_more_spill_code)
   p = summary(g.result, t0)
   if g.ok:
     p["scores"] = {(module.name if f == "" else prefix + f): float(v)
@@ -139,15 +140,16 @@ def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_defaul
 def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldout",
              jobs: int = 2, timeout: float = 300.0, pool_kind: str | None = None,
              stream=None, use_cache: bool = True, guarded: bool = False,
-             plain_output=None, plain_stream=None, candidates=(), samples: int = 0) -> dict:
+             plain_output=None, plain_stream=None, candidates=(), samples: int = 0,
+             no_more_spill_code: bool = False) -> dict:
   """corpus_dir: a corpus, or a prepared corpus (llc problems prepare one if given a
   corpus). guarded: score guarded compiles of the policy (mlgo.env.guarded) instead of
   the policy's own; with plain_output, the policy's own compiles (which a guarded
   compile makes anyway) are also evaluated, into that directory, printed to
   plain_stream, and their summary is returned under "plain". candidates (policy dirs)
   and samples (sampled allocations of the policy): more allocations for the guard to
-  choose from per function (mlgo.env.guarded). Returns the summary (also written to
-  OUTPUT/summary.json)."""
+  choose from per function (mlgo.env.guarded); no_more_spill_code: the guard's rule of
+  that name. Returns the summary (also written to OUTPUT/summary.json)."""
   stream = stream or sys.stdout
   problem = problems_lib.get_problem(problem_name)
   if guarded:
@@ -155,8 +157,9 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
     guarded_lib.check_problem(problem)
     if policy == "default":
       raise ValueError("a guarded evaluation needs a policy, not 'default'")
-  elif plain_output is not None or candidates or samples:
-    raise ValueError("plain_output, candidates and samples go with guarded=True")
+  elif plain_output is not None or candidates or samples or no_more_spill_code:
+    raise ValueError("plain_output, candidates, samples and no_more_spill_code go with "
+                     "guarded=True")
   corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=sys.stderr)
   if split == "all":
     modules = list(corpus.modules)
@@ -201,6 +204,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
   main, plain = Tally(), (Tally() if plain_output is not None else None)
   guard = {"compiles": 0, "policy_functions": 0, "mismatches": [],
            "candidates": [str(c) for c in candidates], "samples": int(samples),
+           "no_more_spill_code": bool(no_more_spill_code),
            "per_candidate": [0] * (1 + len(cands)) if cands else []}
   cache = DefaultCache.for_problem(problem)
   with make_pool(pool_kind, jobs) as pool:
@@ -209,7 +213,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
       key = cache_key(m, problem_name, corpus.llvm_version)
       cached = cache.get(key) if use_cache else None
       ids.append(pool.submit(compile_pair, m, problem_name, ref, corpus.llvm_version,
-                             timeout, cached, guarded, cands))
+                             timeout, cached, guarded, cands, no_more_spill_code))
     # Tallied in submission order: the same policy gives the same files, rows and sums
     # whichever compile finishes first.
     for r in in_submission_order(pool.results(), ids):

@@ -66,12 +66,12 @@ def format_line(r: dict) -> str:
 def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int = 2,
         timeout: float = 300.0, pool_kind: str | None = None, stream=None,
         guarded: bool = False, plain_output=None, plain_stream=None, candidates=(),
-        samples: int = 0) -> dict:
+        samples: int = 0, no_more_spill_code: bool = False) -> dict:
   """Evaluates `policy` on each suite; returns the report ({"suites": one row per suite,
   ...}, as written to OUTPUT/generalization.json).
   guarded with plain_output: the same compiles also give the policy's own report, written
   to plain_output (its lines to plain_stream) and returned under "plain". candidates,
-  samples: more allocations for the guard (evaluate)."""
+  samples, no_more_spill_code: more allocations for the guard and its rule (evaluate)."""
   stream = stream or sys.stdout
   problem = problems_lib.get_problem(problem_name)
   out = pathlib.Path(output)
@@ -86,7 +86,8 @@ def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int =
       s = evaluate(problem_name, corpus_dir, policy, out / name, split=split, jobs=jobs,
                    timeout=timeout, pool_kind=pool_kind, stream=buf, guarded=guarded,
                    plain_output=(pout / name) if both else None, plain_stream=pbuf,
-                   candidates=candidates, samples=samples)
+                   candidates=candidates, samples=samples,
+                   no_more_spill_code=no_more_spill_code)
     (out / name / "report.txt").write_text(buf.getvalue())
     if both:
       (pout / name / "report.txt").write_text(pbuf.getvalue())
@@ -95,8 +96,9 @@ def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int =
     rows.append(suite_row(name, s))
     print(format_line(rows[-1]), file=stream, flush=True)
   report = write_report(problem_name, policy, guarded, rows, out,
-                        {"candidates": [str(c) for c in candidates], "samples": int(samples)}
-                        if candidates or samples else None)
+                        {"candidates": [str(c) for c in candidates], "samples": int(samples),
+                         "no_more_spill_code": bool(no_more_spill_code)}
+                        if candidates or samples or no_more_spill_code else None)
   if both:
     report["plain"] = write_report(problem_name, policy, False, prows, pout)
   return report
@@ -120,7 +122,8 @@ def markdown(report: dict) -> str:
   if more:
     guarded = (f" (guarded: per function the best of the default, the policy, "
                f"{', '.join(more['candidates']) or 'no other policy'} and "
-               f"{more['samples']} sampled allocations)")
+               f"{more['samples']} sampled allocations"
+               f"{', none adding spill code' if more.get('no_more_spill_code') else ''})")
   elif report.get("guarded"):
     guarded = " (guarded: per function the better of the two)"
   lines = [f"# {report['problem']}: {report['policy']}{guarded} vs the default", "",

@@ -38,7 +38,7 @@ def _obj_name(rel: str) -> str:
 
 def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version, timeout,
                 llc_flags=(), policy=None, clang_flags=(), guarded=False,
-                policy_functions=None, candidates=()):
+                policy_functions=None, candidates=(), no_more_spill_code=False):
   """One translation unit: clang -O2 to bitcode, then llc with the allocator under test
   (`policy`, else the policy of spec/weights, else the default; guarded: a guarded
   compile of it, mlgo.env.guarded, which keeps the policy's allocation for exactly the
@@ -62,7 +62,8 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
     g = guarded_lib.guarded_compile(module, problem, policy, llvm_version=llvm_version,
                                     timeout=timeout, output_path=obj,
                                     policy_functions=policy_functions,
-                                    candidates=candidates)
+                                    candidates=candidates,
+                                    no_more_spill_code=no_more_spill_code)
     if not g.ok:
       return f"llc failed on {rel}: {g.result.reason}", None
     return None, {"functions": g.scores, "total": float(sum(g.scores.values()))}
@@ -75,14 +76,16 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
 
 def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, jobs=2,
                   llvm_version=22, timeout=600.0, llc_flags=(), policy=None, clang_flags=(),
-                  link_flags=(), guarded=False, policy_functions=None, candidates=()):
+                  link_flags=(), guarded=False, policy_functions=None, candidates=(),
+                  no_more_spill_code=False):
   """Builds `prog` into out_dir/<name>: every translation unit through llc with the
   allocator under test (policy, or spec/weights, or the default), extra llc_flags (and
   clang_flags for the -O2 bitcode, link_flags for the link, e.g. PGO's). The optimized
   bitcode stays beside each object (OBJ.bc); the per-function scores of `problem`'s
   reward go to out_dir/functions.json. guarded with policy_functions: a selected build
   (the policy's allocation for those functions only); guarded with candidates: per
-  function the lowest cost among the default, the policy and the candidates."""
+  function the lowest cost among the default, the policy and the candidates
+  (no_more_spill_code: the guard's rule of that name)."""
   out_dir = pathlib.Path(out_dir)
   out_dir.mkdir(parents=True, exist_ok=True)
   objs, functions = [], {}
@@ -95,7 +98,7 @@ def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, j
                             spec, weights, llvm_version, timeout, tuple(llc_flags), policy,
                             tuple(clang_flags), guarded,
                             None if policy_functions is None else frozenset(policy_functions),
-                            tuple(candidates)))
+                            tuple(candidates), no_more_spill_code))
     for f in futs:
       err, reward = f.result()
       if err:

@@ -79,13 +79,14 @@ def perf_stat(exe, args, cwd, events=("instructions", "cycles")) -> dict:
 def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: int = 2,
         llvm_version: int = 22, stream=sys.stderr, guarded: bool = False,
         pgo: bool = False, layouts: int = 0, measured_guard: bool = False,
-        candidates=(), samples: int = 0) -> list:
+        candidates=(), samples: int = 0, no_more_spill_code: bool = False) -> list:
   """guarded: the policy side is built with guarded compiles (mlgo.env.guarded; its
   build dir is <program>/guarded), its figures still under "policy" in the rows.
   candidates (policy dirs) and samples (that many sampled allocations of the policy,
   each function with its own seed: env.policies.PerFunctionSample): more allocations
   for either guard to choose from per function (the static guard: the lowest remarks
-  cost; the measured guard: the fastest on the second workload).
+  cost; the measured guard: the fastest on the second workload). no_more_spill_code
+  (the static guard): a candidate may not add spill code (mlgo.env.guarded).
   measured_guard: the policy side is a selected build (<program>/measured): per function
   the policy's allocation only where it ran faster on a second workload
   (write_workload(variant=1), mlgo.evaluation.measured_guard); the row's "selection"
@@ -106,6 +107,9 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
   if (candidates or samples) and not (measured_guard or guarded):
     raise ValueError("runtime_check: candidates and samples are for a guard "
                      "(guarded or measured_guard)")
+  if no_more_spill_code and not guarded:
+    raise ValueError("runtime_check: no_more_spill_code is a rule of the static guard "
+                     "(guarded)")
   from mlgo.env.guarded import candidate_policies  # pylint: disable=import-outside-toplevel
   others = candidate_policies(pol, candidates, samples, problem)
   out = pathlib.Path(out_dir)
@@ -152,7 +156,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
               file=stream, flush=True)
         build_program(prog, src, build_dirs[variant], problem, spec, w, jobs=jobs,
                       llvm_version=llvm_version, guarded=g, clang_flags=clang_flags,
-                      candidates=others if g else ())
+                      candidates=others if g else (),
+                      no_more_spill_code=no_more_spill_code and g)
     selection = None
     if measured_guard:
       build_dirs["policy"], selection = selected_build(

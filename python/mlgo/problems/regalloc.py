@@ -50,7 +50,11 @@ reload and a spill (read-modify-write of a stack slot) counts 4 + 1 = 5, RegAllo
 load-store weight. Unlike RegAllocScore this counts only allocator-introduced spill
 code (loads/stores the program had anyway are policy-independent) and no
 rematerializations (the remarks do not report them). A function without a remark has
-no spill code: cost 0. Reported as {"functions": {name: cost}, "total": sum}.
+no spill code: cost 0. Reported as {"functions": {name: cost}, "total": sum,
+"spill_code": {name: count}}, where count(f) is the same weighted sum over the remark's
+unweighted counts (NumSpills, NumReloads, NumFoldedSpills, NumFoldedReloads,
+NumVRCopies): the spill code without block frequencies, which a guard can require not
+to grow (mlgo.env.guarded, no_more_spill_code).
 
 Performance-model reward (the variants regalloc_eviction_perf, regalloc_priority_perf:
 same decisions, same features, another reward): llc also writes its basic-block address
@@ -91,6 +95,14 @@ COST_WEIGHTS = {
     "TotalFoldedSpillsCost": 1.0,
     "TotalFoldedReloadsCost": 4.0,
     "TotalCopiesCost": 0.2,
+}
+# The same weights on the instruction counts, without block frequencies.
+COUNT_WEIGHTS = {
+    "NumSpills": 1.0,
+    "NumReloads": 4.0,
+    "NumFoldedSpills": 1.0,
+    "NumFoldedReloads": 4.0,
+    "NumVRCopies": 0.2,
 }
 REMARKS_FILTER = "regalloc"
 
@@ -344,13 +356,15 @@ def parse_remarks(text: str) -> dict:
   return out
 
 
-def remark_cost(args: dict) -> float:
-  return float(sum(w * args.get(k, 0.0) for k, w in COST_WEIGHTS.items()))
+def remark_cost(args: dict, weights=None) -> float:
+  return float(sum(w * args.get(k, 0.0) for k, w in (weights or COST_WEIGHTS).items()))
 
 
 def reward_from_remarks(text: str, functions=()) -> dict:
   """The reward dict (module docstring) from remarks text; `functions` get 0 if absent."""
   costs = {fn: 0.0 for fn in functions}
+  counts = dict(costs)
   for fn, args in parse_remarks(text).items():
     costs[fn] = remark_cost(args)
-  return {"functions": costs, "total": float(sum(costs.values()))}
+    counts[fn] = remark_cost(args, COUNT_WEIGHTS)
+  return {"functions": costs, "total": float(sum(costs.values())), "spill_code": counts}

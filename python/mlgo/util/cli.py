@@ -75,13 +75,20 @@ def add_candidate_flags(ap, guard: str = "--guarded"):
   ap.add_argument("--samples", type=int, default=0,
                   help=f"with {guard}: also N sampled allocations of --policy as "
                        "candidates (each function with its own seed)")
+  ap.add_argument("--no_more_spill_code", action="store_true",
+                  help="with --guarded: a policy's or candidate's allocation wins a function "
+                       "only if it also adds no spill code counted without block "
+                       "frequencies (mlgo/env/guarded.py)")
 
 
 def candidate_dirs(ap, a, guarded: bool) -> list:
   """The --candidates dirs (add_candidate_flags), checked: they and --samples need a
-  guard, and --samples a count >= 0 (argparse errors otherwise)."""
+  guard, --no_more_spill_code the static one (--guarded), and --samples a count >= 0
+  (argparse errors otherwise)."""
   if (a.candidates or a.samples) and not guarded:
     ap.error("--candidates and --samples go with a guard (--guarded or --measured_guard)")
+  if a.no_more_spill_code and not getattr(a, "guarded", False):
+    ap.error("--no_more_spill_code goes with --guarded")
   if a.samples < 0:
     ap.error("--samples must be >= 0")
   return [policy_path(c) for c in a.candidates.split(",") if c]

@@ -185,6 +185,12 @@ def test_lowest_scores_breaks_ties_to_the_default_then_the_earlier():
   assert route == {"b": 0, "c": 1}   # "a" ties the default, "b" the earlier
   # A function missing from a compile has no spill code there: cost 0 (missing).
   assert guarded.lowest_scores({"a": 1.0}, [{"a": 2.0}, {}]) == {"a": 1}
+  # With spill-code counts, a side whose count is above the default's cannot win:
+  # "f"'s cheapest side adds spill code, the next one does not; "g"'s only win adds some.
+  counts = ({"f": 5.0, "g": 2.0}, [{"f": 6.0, "g": 3.0}, {"f": 5.0, "g": 2.0}])
+  assert guarded.lowest_scores({"f": 10.0, "g": 4.0}, [{"f": 8.0, "g": 1.0},
+                                                       {"f": 9.0, "g": 4.0}],
+                               counts=counts) == {"f": 1}
 
 
 def test_guard_over_candidates_is_the_lowest_per_function(combined, tmp_path):
@@ -222,6 +228,32 @@ def test_guard_over_candidates_is_the_lowest_per_function(combined, tmp_path):
     guarded.guarded_compile(combined, "inlining", LowestColumn(), candidates=cands)
   with pytest.raises(ValueError, match="is for regalloc_eviction, not regalloc_priority"):
     guarded.candidate_policies(p, [lib.shipped_eviction_model()], 0, "regalloc_priority")
+
+
+def test_no_more_spill_code_keeps_only_wins_that_add_none(combined):
+  """no_more_spill_code: a side wins a function only if its frequency-free spill-code
+  count is not above the default's; among those, the lowest cost; never a function that
+  adds spill code, and never more than the unrestricted guard keeps."""
+  p = policy_io.load_policy(lib.shipped_eviction_model())
+  cands = guarded.candidate_policies(p, [], 2, "regalloc_eviction")
+  free = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                                 candidates=cands)
+  g = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                              candidates=cands, no_more_spill_code=True)
+  assert g.ok and g.mismatches == []
+  d, _ = _scores(combined, "regalloc_eviction", env.CompilerDefault())
+  sides = [_scores(combined, "regalloc_eviction", x)[0] for x in [LowestColumn()] + cands]
+  dc = d.reward["spill_code"]
+  for f, k in g.route.items():
+    assert sides[k].reward["spill_code"].get(f, 0.0) <= dc.get(f, 0.0) + 1e-6, f
+  for f in set(g.default_scores):
+    ok = [s.reward["functions"].get(f, 0.0) for s in sides
+          if s.reward["spill_code"].get(f, 0.0) <= dc.get(f, 0.0) + 1e-6]
+    assert g.scores.get(f, 0.0) == pytest.approx(min([g.default_scores[f]] + ok), rel=1e-9), f
+  assert sum(free.scores.values()) <= sum(g.scores.values()) <= sum(g.default_scores.values())
+  with pytest.raises(ValueError, match="no_more_spill_code goes with"):
+    guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                            no_more_spill_code=True, policy_functions={"main"})
 
 
 def test_policy_better_everywhere_keeps_its_compile(tmp_path):

@@ -171,3 +171,6 @@ def test_remark_reward():
   assert r["functions"]["odd'name"] == pytest.approx(0.2)
   assert r["functions"]["clean"] == 0.0
   assert r["total"] == pytest.approx(84.2)
+  # The same weights on the counts, without frequencies: 4 + 2*4 + 1*4 + 1 + 5*0.2.
+  assert r["spill_code"] == pytest.approx({"f": 4 + 8 + 4 + 1 + 1.0, "odd'name": 0.2,
+                                           "clean": 0.0})
