@@ -24,7 +24,8 @@ allocation of that policy (0: --policy, 1: the first candidate, ...). --samples=
 sampled allocations of --policy after the candidates; to profile sample k, build with
 --unguarded --samples=k. Without --policy_functions, --candidates and --samples widen the
 cost comparison: per function the lowest cost of clang's allocation, --policy's and each
-candidate's (one llc run each, and one more). --log=FILE appends one JSON line per object (source, per-object
+candidate's (one llc run each, and one more). --no_more_spill_code lets an allocation win
+a function only if it also adds no spill code counted without block frequencies. --log=FILE appends one JSON line per object (source, per-object
 cost totals, llc runs, functions that kept the policy's decisions).
 """
 import argparse
@@ -144,6 +145,9 @@ def main(argv=None) -> int:
                   help="N sampled allocations of --policy (seeds 1..N, each function with "
                        "its own seed) as candidates after the --candidates; alone (with "
                        "--unguarded) the object of sample --samples")
+  ap.add_argument("--no_more_spill_code", action="store_true",
+                  help="a policy's or candidate's allocation wins a function only if it "
+                       "also adds no spill code counted without block frequencies")
   ap.add_argument("--unguarded", action="store_true",
                   help="for comparison: keep the policy's own object (every function "
                        "follows the policy); the log still has all three costs")
@@ -155,6 +159,10 @@ def main(argv=None) -> int:
   if bool(a.policy) == bool(a.inline_plugin):
     print("guarded_cc: give --policy (register allocation) or --inline_plugin (inlining)",
           file=sys.stderr)
+    return 2
+  if a.no_more_spill_code and (a.policy_functions or a.inline_plugin or a.unguarded):
+    print("guarded_cc: --no_more_spill_code is a rule of the cost comparison; not with "
+          "--policy_functions, --inline_plugin or --unguarded", file=sys.stderr)
     return 2
   selection = None
   if a.policy_functions:
@@ -256,6 +264,8 @@ def _guard(a, compiler, args, src, out) -> dict:
         policy = policies.FunctionRouter([policy] + others, a.selection)
       elif others:               # the static guard chooses among them per function
         kw = {"candidates": others}
+    if a.no_more_spill_code:
+      kw["no_more_spill_code"] = True
     obj = os.path.join(tmp, "guarded.o")
     g = guarded.guarded_compile(module, problem, policy, timeout=a.timeout,
                                 output_path=obj, policy_functions=(

@@ -287,7 +287,18 @@ def test_static_guard_over_candidates(tmp_path, srcs):
     assert sorted(r.get("route", {})) == r["policy_functions"]
     assert all(0 <= k <= 3 for k in r.get("route", {}).values())
   assert any(k > 0 for r in rn.values() for k in r.get("route", {}).values())
-  for bad in (["--unguarded", f"--candidates={wide}"], ["--samples=-1"]):
+  # --no_more_spill_code: a subset of the wins, so between clang's cost and the
+  # unrestricted guard's.
+  rule = tmp_path / "rule.jsonl"
+  got, _ = _build(tmp_path, srcs, [tool(), f"--policy={model()}", f"--candidates={wide}",
+                                   "--samples=2", "--no_more_spill_code", f"--log={rule}",
+                                   "--"], "rule")
+  assert got == want
+  for s, r in rows(rule).items():
+    assert r["ok"] and r["guarded_cost"] <= r["default_cost"] + 1e-6, s
+    assert r["guarded_cost"] >= rn[s]["guarded_cost"] - 1e-6, s
+  for bad in (["--unguarded", f"--candidates={wide}"], ["--samples=-1"],
+              ["--no_more_spill_code", "--unguarded"]):
     r = subprocess.run([tool(), f"--policy={model()}"] + bad + ["--", "-O2", "-c", "main.c",
                         "-o", "x.o"], cwd=tmp_path, capture_output=True, text=True,
                        timeout=120)
