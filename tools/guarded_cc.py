@@ -25,8 +25,9 @@ sampled allocations of --policy after the candidates; to profile sample k, build
 --unguarded --samples=k. Without --policy_functions, --candidates and --samples widen the
 cost comparison: per function the lowest cost of clang's allocation, --policy's and each
 candidate's (one llc run each, and one more). --no_more_spill_code lets an allocation win
-a function only if it also adds no spill code counted without block frequencies. --log=FILE appends one JSON line per object (source, per-object
-cost totals, llc runs, functions that kept the policy's decisions).
+a function only if it also adds no spill code counted without block frequencies.
+--log=FILE appends one JSON line per object (source, per-object cost totals, llc runs,
+functions that kept the policy's decisions, and with candidates each one's `route`).
 """
 import argparse
 import json
