@@ -118,14 +118,14 @@ def write_report(problem_name, policy, guarded, rows, out, guard_choice=None) ->
 
 
 def markdown(report: dict) -> str:
-  guarded, more = "", report.get("guard_choice")
-  if more:
+  guarded, more = "", report.get("guard_choice") or {}
+  rule = ", none adding spill code" if more.get("no_more_spill_code") else ""
+  if more.get("candidates") or more.get("samples"):
     guarded = (f" (guarded: per function the best of the default, the policy, "
                f"{', '.join(more['candidates']) or 'no other policy'} and "
-               f"{more['samples']} sampled allocations"
-               f"{', none adding spill code' if more.get('no_more_spill_code') else ''})")
+               f"{more['samples']} sampled allocations{rule})")
   elif report.get("guarded"):
-    guarded = " (guarded: per function the better of the two)"
+    guarded = f" (guarded: per function the better of the two{rule})"
   lines = [f"# {report['problem']}: {report['policy']}{guarded} vs the default", "",
            "| suite | modules | change | geomean per key | median module | "
            "modules >1% worse | packages worse than +0.5% |",

@@ -75,6 +75,9 @@ def test_guarded_report_gives_the_plain_one_from_the_same_compiles(corpus, tmp_p
   # A guard with more allocations (regalloc's --candidates/--samples) says which.
   md = generalization.markdown({**both, "guard_choice": {"candidates": ["W"], "samples": 3}})
   assert "best of the default, the policy, W and 3 sampled allocations" in md.splitlines()[0]
+  md = generalization.markdown({**both, "guard_choice": {"candidates": [], "samples": 0,
+                                                        "no_more_spill_code": True}})
+  assert "better of the two, none adding spill code" in md.splitlines()[0]
   assert g["modules_regressed"] == 0 and g["change_pct"] <= min(p["change_pct"], 0.0)
   name = pathlib.Path(corpus).name
   for d in ("g", "gp"):
