@@ -2,6 +2,7 @@
 (loopback), `evaluate` prints the same summary line, and one PPO iteration with a fixed
 seed collects the same trajectories and makes the same update."""
 import pathlib
+import time
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from mlgo import evaluation
 from mlgo.training import ppo, testing
 from mlgo.workers import ray_cluster, ray_pool
+from mlgo.workers import testing as worker_testing
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 PROGRAMS = sorted((pathlib.Path(__file__).parents[1] / "training" / "programs").glob("*.c*"))
@@ -84,62 +86,53 @@ def test_one_training_iteration_same_trajectories(cluster, corpus, tmp_path):
 
 
 def test_evaluate_survives_a_node_dying_mid_run(corpus, tmp_path, monkeypatch):
-  """The second node's raylet is killed while evaluate runs (once both nodes have returned
-  a result): the node's compiles are re-run on the head and the summary is the process
-  pool's."""
+  """The second node's raylet is killed while evaluate runs, after it has returned a
+  result and with items of its own still queued: those are re-run on the head and the
+  summary is the process pool's.
+
+  Placement is forced, not left to Ray: a task pinned to the head holds its only CPU
+  until the kill, so the second node takes the first items (Ray otherwise sometimes runs
+  all 8 on one node: a busy worker's lease is reused for queued items)."""
   ref = evaluation.evaluate("inlining", corpus, POLICY, tmp_path / "process", split="all",
                             pool_kind="process", use_cache=False)
   ray_pool.disconnect()
   nodes, killed_at = [], []
   with ray_cluster.LocalCluster(head_cpus=1, node_cpus=(1,),
                                 env={"MLGO_HOME": str(tmp_path / "home")}) as c:
+    assert len(c.warm()) == 2   # before the patch: warm-up results do not count
+    ray = ray_pool.connect(c.address)
+    # A first run ships the plugin and support files to both nodes, so the head's first
+    # compile after the kill does not wait on fetching them.
+    warm = evaluation.evaluate("inlining", corpus, POLICY, tmp_path / "warm", split="all",
+                               pool_kind="ray", use_cache=False)
+    assert warm["line"] == ref["line"]
+    by_port = {n["NodeManagerPort"]: n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    dead = by_port[c.node_ports[0]][:8]
+    (head,) = [i for p, i in by_port.items() if p not in c.node_ports]
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # pylint: disable=import-outside-toplevel
+    hold = ray.remote(num_cpus=1, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+        head, soft=False))(worker_testing.sleep_then).remote(300, None)
+    end = time.monotonic() + 60
+    while ray.available_resources().get("CPU", 0) > 1 and time.monotonic() < end:
+      time.sleep(0.2)   # until the hold runs: one free CPU left, the second node's
+    assert ray.available_resources().get("CPU", 0) <= 1, "the head was never held"
     orig = ray_pool.RayPool.results
 
     def results_then_kill(self, deadline=None):
       for r in orig(self, deadline):
         nodes.append(r.node)
-        # Both nodes are working, and 2+ of the 8 items are left for after the kill.
-        if len(set(nodes)) == 2 and len(nodes) <= 6 and not killed_at:
+        if not killed_at:
           c.kill_node()
           killed_at.append(len(nodes))
+          ray.cancel(hold, force=True)   # the head takes the rest
         yield r
-    assert len(c.warm()) == 2   # before the patch: warm-up results do not count
-    ray = ray_pool.connect(c.address)
-    # A first run ships the plugin and support files to both nodes, so the second node's
-    # first compile is not slowed by fetching them while the head works through the rest.
-    warm = evaluation.evaluate("inlining", corpus, POLICY, tmp_path / "warm", split="all",
-                               pool_kind="ray", use_cache=False)
-    assert warm["line"] == ref["line"]
     monkeypatch.setattr(ray_pool.RayPool, "results", results_then_kill)
-    dead = next(n["NodeID"][:8] for n in ray.nodes() if n["NodeManagerPort"] == c.node_ports[0])
-    # Ray reuses a busy node's worker for queued items, so the head alone sometimes does
-    # (nearly) all 8 (one CI run in ~20): a run without the kill is repeated (its summary must
-    # still be the process pool's), up to 4 runs.
     try:
-      for run in range(4):
-        nodes.clear()
-        got = evaluation.evaluate("inlining", corpus, POLICY, tmp_path / f"ray{run}",
-                                  split="all", pool_kind="ray", use_cache=False)
-        assert got["line"] == ref["line"]
-        if killed_at:
-          break
+      got = evaluation.evaluate("inlining", corpus, POLICY, tmp_path / "ray", split="all",
+                                pool_kind="ray", use_cache=False)
     finally:
       ray_pool.disconnect()
-  assert len(nodes) == 8 and killed_at and killed_at[0] < 8
-  assert any(n.endswith(dead) for n in nodes[:killed_at[0]])   # it worked, then died
-  assert not nodes[-1].endswith(dead)                          # the rest ran on the head
-
-
-def test_prepare_on_the_cluster_gives_the_same_llc_corpus(cluster, corpus, tmp_path,
-                                                          monkeypatch):
-  """llc problems' one-time preparation (optimize each module, score the default llc)
-  runs on the pool too: the same bitcode and baselines come back from the nodes."""
-  from mlgo.env import prepared  # pylint: disable=import-outside-toplevel
-  ray_pool.connect(cluster.address)
-  got = {}
-  for kind in ("process", "ray"):
-    monkeypatch.setenv("MLGO_WORKERS", kind)
-    p = prepared.prepare(corpus, out_root=tmp_path / kind, stream=None)
-    got[kind] = {m.name: (pathlib.Path(m.bc_path).read_bytes(), m.baseline) for m in p.modules}
-  assert len(got["ray"]) == 8 and got["ray"] == got["process"]
-  assert all(b for b, _ in got["ray"].values())
+  assert got["line"] == ref["line"]
+  assert len(nodes) == 8 and killed_at == [1]
+  assert nodes[0].endswith(dead)                          # it worked, then died
+  assert not any(n.endswith(dead) for n in nodes[1:])     # the rest ran on the head
