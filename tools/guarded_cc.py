@@ -25,7 +25,8 @@ sampled allocations of --policy after the candidates; to profile sample k, build
 --unguarded --samples=k. Without --policy_functions, --candidates and --samples widen the
 cost comparison: per function the lowest cost of clang's allocation, --policy's and each
 candidate's (one llc run each, and one more). --no_more_spill_code lets an allocation win
-a function only if it also adds no spill code counted without block frequencies.
+a function only if it also adds no spill code counted without block frequencies: in the
+whole function, or with --no_more_spill_code=loops inside loops at every nesting depth.
 --log=FILE appends one JSON line per object (source, per-object cost totals, llc runs,
 functions that kept the policy's decisions, and with candidates each one's `route`).
 """
@@ -146,9 +147,8 @@ def main(argv=None) -> int:
                   help="N sampled allocations of --policy (seeds 1..N, each function with "
                        "its own seed) as candidates after the --candidates; alone (with "
                        "--unguarded) the object of sample --samples")
-  ap.add_argument("--no_more_spill_code", action="store_true",
-                  help="a policy's or candidate's allocation wins a function only if it "
-                       "also adds no spill code counted without block frequencies")
+  from mlgo.util import cli  # pylint: disable=import-outside-toplevel
+  cli.add_spill_code_flag(ap)
   ap.add_argument("--unguarded", action="store_true",
                   help="for comparison: keep the policy's own object (every function "
                        "follows the policy); the log still has all three costs")
@@ -266,7 +266,7 @@ def _guard(a, compiler, args, src, out) -> dict:
       elif others:               # the static guard chooses among them per function
         kw = {"candidates": others}
     if a.no_more_spill_code:
-      kw["no_more_spill_code"] = True
+      kw["no_more_spill_code"] = a.no_more_spill_code
     obj = os.path.join(tmp, "guarded.o")
     g = guarded.guarded_compile(module, problem, policy, timeout=a.timeout,
                                 output_path=obj, policy_functions=(

@@ -24,10 +24,15 @@ function to its winner (env.policies.FunctionRouter on the channel). A search at
 time: 2 + len(candidates) + 1 compiles, judged by the same static cost.
 
 no_more_spill_code: a candidate may win a function only if its spill code counted
-without block frequencies (the reward's "spill_code") is not larger than the default's.
-The remarks cost weighs spill code by LLVM's estimated block frequencies, and those are
-wrong in places (a loop called cold that runs hot); most static gains move spill code
-into blocks called cold, so this keeps only the wins that do not also add spill code.
+without block frequencies is not larger than the default's. The remarks cost weighs
+spill code by LLVM's estimated block frequencies, and those are wrong in places (a loop
+called cold that runs hot); most static gains move spill code into blocks called cold.
+Two counts: "function" (True), the reward's "spill_code" of the whole function, so only
+wins that add no spill code anywhere are kept; "loops", the spill code inside loops at
+every nesting depth (mlgo.profiles.loops, read from each allocation's object), so spill
+code may move out of loops or within the function's straight-line code, but a win that
+puts more spill code into some loop nest (betting on which of the loop's blocks run) is
+not kept.
 
 Release use: with policy=None the policy compile is llc's own release advisor (e.g.
 `tool_path` = the release prefix's llc with its compiled-in model, `policy_flags` =
@@ -49,6 +54,7 @@ import tempfile
 
 from mlgo.env import core, tracer as tracer_lib
 from mlgo.env.policies import CompilerDefault, FunctionRouter
+from mlgo.profiles import loops as loops_lib
 from mlgo.problems import get_problem
 
 POLICY_FUNCTIONS_OPTION = "-regalloc-trace-policy-functions"
@@ -117,26 +123,59 @@ def candidate_policies(policy, candidate_dirs=(), samples: int = 0, problem=None
   return out
 
 
+SPILL_CODE_RULES = ("function", "loops")
+
+
+def spill_code_rule(value):
+  """no_more_spill_code's value as a rule name: None, "function" (True) or "loops"."""
+  if value in (None, False):
+    return None
+  if value is True:
+    return "function"
+  if value not in SPILL_CODE_RULES:
+    raise ValueError(f"no_more_spill_code: {value!r} is not one of "
+                     f"{', '.join(SPILL_CODE_RULES)}")
+  return value
+
+
+def _grows(side, default) -> bool:
+  """Whether a side's spill-code count is above the default's: numbers, or dicts of
+  counts (any entry above; an entry one side lacks is 0)."""
+  if isinstance(side, dict) or isinstance(default, dict):
+    side, default = side or {}, default or {}
+    return any(_grows(v, default.get(k, 0.0)) for k, v in side.items())
+  return side > default + _TOLERANCE * max(1.0, default)
+
+
 def lowest_scores(default_scores: dict, scores: list, missing: float = 0.0,
                   counts=None) -> dict:
   """{function: index into `scores` of the lowest}, for the functions where one of them
   is strictly below the default's (ties to the default, then to the earlier one).
-  counts: (the default's, [one per score dict]) spill-code counts; a side whose count
-  for a function is above the default's cannot win it."""
+  counts: (the default's, [one per score dict]) spill-code counts per function (a number,
+  or a dict of counts); a side whose count for a function is above the default's (any
+  entry, for dicts) cannot win it."""
   route = {}
   for f in set(default_scores).union(*scores):
     best = default_scores.get(f, missing)
     for k, sc in enumerate(scores):
       p = sc.get(f, missing)
-      if counts is not None and (counts[1][k].get(f, 0.0) > counts[0].get(f, 0.0)
-                                 + _TOLERANCE * max(1.0, counts[0].get(f, 0.0))):
+      if counts is not None and _grows(counts[1][k].get(f, 0.0), counts[0].get(f, 0.0)):
         continue
       if p < best - _TOLERANCE * max(1.0, abs(p)):
         route[f], best = k, p
   return route
 
 
-def _spill_code(problem, result) -> dict:
+class _UnreadableObject(Exception):
+  """An allocation's object whose loops cannot be read: that compile failed."""
+
+
+def _spill_code(problem, rule, result, obj) -> dict:
+  if rule == "loops":
+    try:
+      return loops_lib.spill_code_in_loops(obj)
+    except (OSError, ValueError) as e:
+      raise _UnreadableObject(f"cannot read the loops of the object: {e}") from e
   counts = result.reward.get("spill_code") if isinstance(result.reward, dict) else None
   if counts is None:
     raise ValueError(f"{problem.name}: its reward has no frequency-free spill-code count "
@@ -148,7 +187,7 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                     llvm_version: int = 22, timeout: float = core.DEFAULT_TIMEOUT,
                     output_path=None, tool_path=None, policy_flags=(),
                     policy_functions=None, candidates=(),
-                    no_more_spill_code: bool = False) -> GuardedResult:
+                    no_more_spill_code=False) -> GuardedResult:
   """Compiles `module` guarded (module docstring). default_scores: the default's
   scores if known, as the problem's score_fn gives them (skips compile 1). policy None:
   the policy is whatever `policy_flags` enable in the compiler (tool_path: another llc,
@@ -158,8 +197,9 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
   the module gets the default's, and `mismatches` then lists functions whose score is
   not the chosen side's. candidates (per-function problems): more policies to choose
   from per function (module docstring); a failed candidate compile fails the guarded
-  compile. no_more_spill_code: the module docstring's rule (the default is then
-  compiled here even if default_scores are given, for its counts). Never raises for
+  compile. no_more_spill_code: the module docstring's rule, False, True ("function") or
+  "loops" (the default is then compiled here even if default_scores are given, for its
+  counts). Never raises for
   compile failures: a failed compile is the result (result.ok False, reason set)."""
   if policy is None and not policy_flags:
     raise ValueError("guarded_compile: no policy and no policy_flags")
@@ -172,18 +212,22 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                      or policy_flags or tool_path):
     raise ValueError("guarded_compile: candidates go with a per-function problem, a "
                      "Python policy and no explicit policy_functions")
-  if no_more_spill_code and (problem.key == "module" or policy_functions is not None):
+  rule = spill_code_rule(no_more_spill_code)
+  if rule and (problem.key == "module" or policy_functions is not None):
     raise ValueError("guarded_compile: no_more_spill_code goes with a per-function "
                      "problem and no explicit policy_functions")
-  if no_more_spill_code:
+  if rule:
     default_scores = None          # compiled here: its spill-code counts are needed
   if problem.key == "module":
     return _guarded_module(module, problem, policy, default_scores, llvm_version, timeout,
                            output_path, tool_path, policy_flags)
   missing = problem.missing_score if problem.missing_score is not None else 0.0
   with tempfile.TemporaryDirectory(prefix="mlgo-guard-") as tmp:
-    objs = {k: os.path.join(tmp, k + ".o") if output_path else None
+    # The "loops" rule reads every allocation's object.
+    objs = {k: os.path.join(tmp, k + ".o") if output_path or rule == "loops" else None
             for k in ("default", "policy", "guarded")}
+    cand_objs = [os.path.join(tmp, f"candidate{i}.o") if rule == "loops" else None
+                 for i in range(len(candidates))]
     compiles = 0
     default_result = None
     if default_scores is None:
@@ -203,18 +247,27 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
     policy_scores = dict(problem.score_fn(pol.reward))
     keys = set(default_scores) | set(policy_scores)
     candidate_scores, route, counts = [], {}, None
-    if no_more_spill_code:
-      counts = (_spill_code(problem, default_result), [_spill_code(problem, pol)])
-    for cand in candidates:
+    try:
+      if rule:
+        counts = (_spill_code(problem, rule, default_result, objs["default"]),
+                  [_spill_code(problem, rule, pol, objs["policy"])])
+    except _UnreadableObject as e:
+      return GuardedResult(dataclasses.replace(pol, ok=False, reason=str(e)), {},
+                           default_scores, policy_scores, [], compiles, [], pol)
+    for cand, cand_obj in zip(candidates, cand_objs):
       c = core.compile_module(module, problem, cand, llvm_version=llvm_version,
-                              timeout=timeout)
+                              timeout=timeout, output_path=cand_obj)
       compiles += 1
       if not c.ok:
         return GuardedResult(c, {}, default_scores, policy_scores, [], compiles, [], pol)
       candidate_scores.append(dict(problem.score_fn(c.reward)))
       keys |= set(candidate_scores[-1])
       if counts is not None:
-        counts[1].append(_spill_code(problem, c))
+        try:
+          counts[1].append(_spill_code(problem, rule, c, cand_obj))
+        except _UnreadableObject as e:
+          return GuardedResult(dataclasses.replace(c, ok=False, reason=str(e)), {},
+                               default_scores, policy_scores, [], compiles, [], pol)
     if policy_functions is None:
       route = lowest_scores(default_scores, [policy_scores] + candidate_scores, missing,
                             counts)
@@ -223,8 +276,8 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                   if f in route else default_scores.get(f, missing) for f in keys}
       policy_is_best = (not any(route.values()) and
                         all(policy_scores.get(f, missing) <= lower[f] for f in keys) and
-                        (counts is None or all(counts[1][0].get(f, 0.0) <= counts[0].get(f, 0.0)
-                                               for f in keys)))
+                        (counts is None or not any(_grows(counts[1][0].get(f, 0.0),
+                                                     counts[0].get(f, 0.0)) for f in keys)))
       if any(route.values()):
         policy = FunctionRouter([policy] + candidates, route)
     else:   # the expected score per function is the chosen side's

@@ -22,6 +22,7 @@ import time
 
 from mlgo import problems as problems_lib
 from mlgo.env import work
+from mlgo.env.guarded import spill_code_rule
 from mlgo.evaluation.report import Tally, write_report
 from mlgo.util.progress import Progress
 from mlgo.workers import make_pool
@@ -75,7 +76,7 @@ class DefaultCache:
 
 
 def compile_pair(module, problem_name, ref, llvm_version, timeout, cached_default=None,
-                 guarded: bool = False, candidates=(), no_more_spill_code: bool = False):
+                 guarded: bool = False, candidates=(), no_more_spill_code=None):
   """Work item: default compile and policy compile of one module -> small summaries.
   guarded: the policy side is a guarded compile (mlgo.env.guarded: per function the
   better of the default and the policy, or the best of those and `candidates`, more
@@ -141,7 +142,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
              jobs: int = 2, timeout: float = 300.0, pool_kind: str | None = None,
              stream=None, use_cache: bool = True, guarded: bool = False,
              plain_output=None, plain_stream=None, candidates=(), samples: int = 0,
-             no_more_spill_code: bool = False) -> dict:
+             no_more_spill_code=None) -> dict:
   """corpus_dir: a corpus, or a prepared corpus (llc problems prepare one if given a
   corpus). guarded: score guarded compiles of the policy (mlgo.env.guarded) instead of
   the policy's own; with plain_output, the policy's own compiles (which a guarded
@@ -204,7 +205,7 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
   main, plain = Tally(), (Tally() if plain_output is not None else None)
   guard = {"compiles": 0, "policy_functions": 0, "mismatches": [],
            "candidates": [str(c) for c in candidates], "samples": int(samples),
-           "no_more_spill_code": bool(no_more_spill_code),
+           "no_more_spill_code": spill_code_rule(no_more_spill_code),
            "per_candidate": [0] * (1 + len(cands)) if cands else []}
   cache = DefaultCache.for_problem(problem)
   with make_pool(pool_kind, jobs) as pool:

@@ -16,6 +16,7 @@ import pathlib
 import sys
 
 from mlgo import problems as problems_lib
+from mlgo.env.guarded import spill_code_rule
 from mlgo.evaluation.evaluate import evaluate
 
 DEFAULT_SUITES = ("heldout", "@extra", "@unseen")
@@ -66,7 +67,7 @@ def format_line(r: dict) -> str:
 def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int = 2,
         timeout: float = 300.0, pool_kind: str | None = None, stream=None,
         guarded: bool = False, plain_output=None, plain_stream=None, candidates=(),
-        samples: int = 0, no_more_spill_code: bool = False) -> dict:
+        samples: int = 0, no_more_spill_code=None) -> dict:
   """Evaluates `policy` on each suite; returns the report ({"suites": one row per suite,
   ...}, as written to OUTPUT/generalization.json).
   guarded with plain_output: the same compiles also give the policy's own report, written
@@ -97,7 +98,7 @@ def run(problem_name: str, policy, output, suites=DEFAULT_SUITES, *, jobs: int =
     print(format_line(rows[-1]), file=stream, flush=True)
   report = write_report(problem_name, policy, guarded, rows, out,
                         {"candidates": [str(c) for c in candidates], "samples": int(samples),
-                         "no_more_spill_code": bool(no_more_spill_code)}
+                         "no_more_spill_code": spill_code_rule(no_more_spill_code)}
                         if candidates or samples or no_more_spill_code else None)
   if both:
     report["plain"] = write_report(problem_name, policy, False, prows, pout)
@@ -119,7 +120,8 @@ def write_report(problem_name, policy, guarded, rows, out, guard_choice=None) ->
 
 def markdown(report: dict) -> str:
   guarded, more = "", report.get("guard_choice") or {}
-  rule = ", none adding spill code" if more.get("no_more_spill_code") else ""
+  rule = {"function": ", none adding spill code", True: ", none adding spill code",
+          "loops": ", none adding spill code to a loop"}.get(more.get("no_more_spill_code"), "")
   if more.get("candidates") or more.get("samples"):
     guarded = (f" (guarded: per function the best of the default, the policy, "
                f"{', '.join(more['candidates']) or 'no other policy'} and "

@@ -79,7 +79,7 @@ def perf_stat(exe, args, cwd, events=("instructions", "cycles")) -> dict:
 def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: int = 2,
         llvm_version: int = 22, stream=sys.stderr, guarded: bool = False,
         pgo: bool = False, layouts: int = 0, measured_guard: bool = False,
-        candidates=(), samples: int = 0, no_more_spill_code: bool = False) -> list:
+        candidates=(), samples: int = 0, no_more_spill_code=None) -> list:
   """guarded: the policy side is built with guarded compiles (mlgo.env.guarded; its
   build dir is <program>/guarded), its figures still under "policy" in the rows.
   candidates (policy dirs) and samples (that many sampled allocations of the policy,
@@ -157,7 +157,7 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
         build_program(prog, src, build_dirs[variant], problem, spec, w, jobs=jobs,
                       llvm_version=llvm_version, guarded=g, clang_flags=clang_flags,
                       candidates=others if g else (),
-                      no_more_spill_code=no_more_spill_code and g)
+                      no_more_spill_code=no_more_spill_code if g else None)
     selection = None
     if measured_guard:
       build_dirs["policy"], selection = selected_build(

@@ -94,7 +94,7 @@ def _operands(ops: str) -> list:
   return out
 
 
-def _functions(text: str, name: str) -> list:
+def _functions(text: str, name: str, allow_empty: bool = False) -> list:
   """[(function, start address, instructions)] of llvm-objdump -d output."""
   funcs = []
   for line in text.splitlines():
@@ -106,17 +106,19 @@ def _functions(text: str, name: str) -> list:
     if m and funcs:
       size = len(m.group(2).split())
       funcs[-1][2].append((int(m.group(1), 16), size, m.group(3), m.group(4) or ""))
-  if not funcs:
+  if not funcs and not allow_empty:
     raise ValueError(f"{name}: no functions in the disassembly")
   return funcs
 
 
-def parse_disassembly(text: str, name: str = "<objdump>", maps=None) -> list:
+def parse_disassembly(text: str, name: str = "<objdump>", maps=None,
+                      allow_empty: bool = False) -> list:
   """Blocks of llvm-objdump -d output (raw bytes shown), in address order. With `maps`
   (mlgo.profiles.bbmap.MapFunction list of the same binary), the functions the map
   covers are cut at llc's MachineBasicBlocks (instructions outside every block, i.e.
-  alignment padding, are dropped); the others by the jump rule."""
-  funcs = _functions(text, name)
+  alignment padding, are dropped); the others by the jump rule. allow_empty: an object
+  without functions (only data) has no blocks, instead of a ValueError."""
+  funcs = _functions(text, name, allow_empty)
   by_addr, by_name = {}, {}
   for mf in maps or ():
     by_addr[(mf.name, mf.start)] = mf
@@ -166,9 +168,10 @@ def _cut_by_map(fname, insns, mf, fstart) -> list:
   return out
 
 
-def disassemble(exe: str, objdump: str = "llvm-objdump-22", use_map: bool = True) -> list:
+def disassemble(exe: str, objdump: str = "llvm-objdump-22", use_map: bool = True,
+                allow_empty: bool = False) -> list:
   """Blocks of `exe` (an executable or object); llc's own blocks where it carries an
-  address map (and use_map), else the jump rule."""
+  address map (and use_map), else the jump rule. allow_empty: as parse_disassembly."""
   try:
     out = subprocess.run([objdump, "-d", str(exe)], check=True, capture_output=True,
                          text=True)
@@ -181,7 +184,7 @@ def disassemble(exe: str, objdump: str = "llvm-objdump-22", use_map: bool = True
       maps = bbmap.read(exe, objdump.replace("objdump", "readobj"))
     except bbmap.MapError:
       maps = None
-  return parse_disassembly(out.stdout, str(exe), maps)
+  return parse_disassembly(out.stdout, str(exe), maps, allow_empty)
 
 
 def join(blocks, profile, obj: str) -> list:

@@ -75,10 +75,18 @@ def add_candidate_flags(ap, guard: str = "--guarded"):
   ap.add_argument("--samples", type=int, default=0,
                   help=f"with {guard}: also N sampled allocations of --policy as "
                        "candidates (each function with its own seed)")
-  ap.add_argument("--no_more_spill_code", action="store_true",
-                  help="with --guarded: a policy's or candidate's allocation wins a function "
-                       "only if it also adds no spill code counted without block "
-                       "frequencies (mlgo/env/guarded.py)")
+  add_spill_code_flag(ap, "with --guarded: ")
+
+
+def add_spill_code_flag(ap, prefix: str = ""):
+  """--no_more_spill_code[=function|loops]: the static guard's rule (mlgo.env.guarded);
+  alone it means "function"."""
+  ap.add_argument("--no_more_spill_code", nargs="?", const="function", default=None,
+                  choices=("function", "loops"),
+                  help=prefix + "a policy's or candidate's allocation wins a function only "
+                       "if it also adds no spill code counted without block frequencies: "
+                       "in the whole function (function, the default), or inside loops at "
+                       "every nesting depth (loops; read from the objects)")
 
 
 def candidate_dirs(ap, a, guarded: bool) -> list:

@@ -287,16 +287,17 @@ def test_static_guard_over_candidates(tmp_path, srcs):
     assert sorted(r.get("route", {})) == r["policy_functions"]
     assert all(0 <= k <= 3 for k in r.get("route", {}).values())
   assert any(k > 0 for r in rn.values() for k in r.get("route", {}).values())
-  # --no_more_spill_code: a subset of the wins, so between clang's cost and the
-  # unrestricted guard's.
-  rule = tmp_path / "rule.jsonl"
-  got, _ = _build(tmp_path, srcs, [tool(), f"--policy={model()}", f"--candidates={wide}",
-                                   "--samples=2", "--no_more_spill_code", f"--log={rule}",
-                                   "--"], "rule")
-  assert got == want
-  for s, r in rows(rule).items():
-    assert r["ok"] and r["guarded_cost"] <= r["default_cost"] + 1e-6, s
-    assert r["guarded_cost"] >= rn[s]["guarded_cost"] - 1e-6, s
+  # --no_more_spill_code (either count): a subset of the wins, so between clang's cost
+  # and the unrestricted guard's.
+  for flag in ("--no_more_spill_code", "--no_more_spill_code=loops"):
+    rule = tmp_path / f"rule{len(flag)}.jsonl"
+    got, _ = _build(tmp_path, srcs, [tool(), f"--policy={model()}", f"--candidates={wide}",
+                                     "--samples=2", flag, f"--log={rule}", "--"],
+                    f"rule{len(flag)}")
+    assert got == want, flag
+    for s, r in rows(rule).items():
+      assert r["ok"] and r["guarded_cost"] <= r["default_cost"] + 1e-6, (flag, s)
+      assert r["guarded_cost"] >= rn[s]["guarded_cost"] - 1e-6, (flag, s)
   for bad in (["--unguarded", f"--candidates={wide}"], ["--samples=-1"],
               ["--no_more_spill_code", "--unguarded"]):
     r = subprocess.run([tool(), f"--policy={model()}"] + bad + ["--", "-O2", "-c", "main.c",

@@ -256,6 +256,66 @@ def test_no_more_spill_code_keeps_only_wins_that_add_none(combined):
                             no_more_spill_code=True, policy_functions={"main"})
 
 
+def test_no_more_spill_code_in_loops(combined, tmp_path, monkeypatch):
+  """no_more_spill_code="loops": a side wins a function only if, at every loop depth, the
+  spill code its object has in loops that deep is not above the default's object's;
+  among those, the lowest cost."""
+  from mlgo.profiles import loops
+  p = policy_io.load_policy(lib.shipped_eviction_model())
+  cands = guarded.candidate_policies(p, [], 2, "regalloc_eviction")
+  free = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                                 candidates=cands)
+  g = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                              candidates=cands, no_more_spill_code="loops")
+  assert g.ok and g.mismatches == [] and g.compiles == 2 + len(cands) + (1 if g.route else 0)
+  objs = []
+  for i, x in enumerate([env.CompilerDefault(), LowestColumn()] + cands):
+    _scores(combined, "regalloc_eviction", x, tmp_path / f"{i}.o")
+    objs.append(loops.spill_code_in_loops(str(tmp_path / f"{i}.o")))
+  dflt, sides = objs[0], objs[1:]
+
+  def allowed(k, f):
+    return all(n <= dflt.get(f, {}).get(d, 0) for d, n in sides[k].get(f, {}).items())
+  all_scores = [g.policy_scores] + g.candidate_scores
+  for f, k in g.route.items():
+    assert allowed(k, f), f
+  for f in set(g.default_scores):
+    ok = [sc.get(f, 0.0) for k, sc in enumerate(all_scores) if allowed(k, f)]
+    assert g.scores.get(f, 0.0) == pytest.approx(min([g.default_scores[f]] + ok), rel=1e-9), f
+  assert sum(free.scores.values()) <= sum(g.scores.values()) <= sum(g.default_scores.values())
+  # Every allocation but the default's read as one spill more than the default's in
+  # each of its loop levels: no function with a loop can leave the default any more.
+  real = guarded.loops_lib.spill_code_in_loops
+
+  def one_more(obj):
+    if obj.endswith("default.o"):
+      return real(obj)
+    return {f: {d: n + 1 for d, n in c.items()}
+            for f, c in real(str(pathlib.Path(obj).with_name("default.o"))).items()}
+  monkeypatch.setattr(guarded.loops_lib, "spill_code_in_loops", one_more)
+  with_loops = {f for f, c in dflt.items() if c}
+  assert with_loops & set(free.route), "the unrestricted guard took no function with a loop"
+  blocked = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                                    candidates=cands, no_more_spill_code="loops")
+  assert blocked.ok and not with_loops & set(blocked.route)
+  with pytest.raises(ValueError, match="'hot' is not one of function, loops"):
+    guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                            no_more_spill_code="hot")
+
+
+def test_lowest_scores_with_loop_counts():
+  """Dict counts: a side wins only if no entry is above the default's (a missing entry
+  is 0): spill code moved from depth 2 to depth 1 is allowed, into a loop is not."""
+  dflt = {"f": {"loop_depth_1": 4, "loop_depth_2": 2}, "g": {}}
+  moved_out = {"f": {"loop_depth_1": 4, "loop_depth_2": 1}, "g": {}}
+  into_loop = {"f": {"loop_depth_1": 5, "loop_depth_2": 0}, "g": {"loop_depth_1": 1}}
+  scores = [{"f": 3.0, "g": 1.0}, {"f": 2.0, "g": 0.5}]
+  assert guarded.lowest_scores({"f": 9.0, "g": 2.0}, scores,
+                               counts=(dflt, [moved_out, into_loop])) == {"f": 0, "g": 0}
+  assert guarded.lowest_scores({"f": 9.0, "g": 2.0}, scores,
+                               counts=(dflt, [into_loop, into_loop])) == {}
+
+
 def test_policy_better_everywhere_keeps_its_compile(tmp_path):
   m = None
   for src in sorted(DATA.glob("*.c")):

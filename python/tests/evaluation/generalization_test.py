@@ -78,6 +78,9 @@ def test_guarded_report_gives_the_plain_one_from_the_same_compiles(corpus, tmp_p
   md = generalization.markdown({**both, "guard_choice": {"candidates": [], "samples": 0,
                                                         "no_more_spill_code": True}})
   assert "better of the two, none adding spill code" in md.splitlines()[0]
+  md = generalization.markdown({**both, "guard_choice": {"candidates": [], "samples": 0,
+                                                        "no_more_spill_code": "loops"}})
+  assert "better of the two, none adding spill code to a loop" in md.splitlines()[0]
   assert g["modules_regressed"] == 0 and g["change_pct"] <= min(p["change_pct"], 0.0)
   name = pathlib.Path(corpus).name
   for d in ("g", "gp"):

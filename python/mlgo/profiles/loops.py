@@ -1,0 +1,117 @@
+"""Loop nests of machine code, and the spill code inside them, read from an object.
+
+The static guard (mlgo.env.guarded) judges allocations by spill code weighted with LLVM's
+estimated block frequencies. Inside a loop those estimates rest on branch probabilities
+that are often wrong; that code is in a loop at all is not an estimate. So a guard rule
+can ask that an allocation put no more spill code into loops than the default's, at
+every nesting depth, whatever the frequencies say.
+
+Blocks are cut by the jump rule (mlgo.profiles.blocks); successors are the direct jump
+targets inside the function and the next block unless the block ends in an
+unconditional jump, a return or a trap (an indirect jump adds no edge). Loops are the
+natural loops of the back edges (an edge to a block that dominates its source); a
+block's depth is the number of distinct loop headers whose loop holds it. Blocks the
+entry does not reach (padding after a return) are at depth 0.
+"""
+import re
+
+from mlgo.profiles import blocks as blocks_lib
+
+_TARGET = re.compile(r"^(?:0x)?([0-9a-f]+) <")
+_NO_FALLTHROUGH = ("jmp", "ret", "ud2", "hlt")
+
+
+def _successors(blocks) -> list:
+  index = {b.start: i for i, b in enumerate(blocks)}
+  succ = []
+  for i, b in enumerate(blocks):
+    out = []
+    _, _, mnem, ops = b.instructions[-1]
+    if mnem.startswith("j"):
+      t = _TARGET.match(ops.strip())
+      if t and int(t.group(1), 16) in index:
+        out.append(index[int(t.group(1), 16)])
+    if not mnem.startswith(_NO_FALLTHROUGH) and i + 1 < len(blocks):
+      out.append(i + 1)
+    succ.append(sorted(set(out)))
+  return succ
+
+
+def _dominators(succ) -> list:
+  """dom[i]: the set of blocks dominating block i (None: unreachable from block 0)."""
+  n = len(succ)
+  order, seen, stack = [], {0}, [(0, iter(succ[0]))]
+  while stack:   # reverse postorder from the entry
+    node, it = stack[-1]
+    nxt = next((s for s in it if s not in seen), None)
+    if nxt is None:
+      order.append(node)
+      stack.pop()
+    else:
+      seen.add(nxt)
+      stack.append((nxt, iter(succ[nxt])))
+  order.reverse()
+  preds = [[] for _ in range(n)]
+  for i in seen:
+    for s in succ[i]:
+      preds[s].append(i)
+  dom = [None] * n
+  dom[0] = {0}
+  changed = True
+  while changed:
+    changed = False
+    for i in order[1:]:
+      ps = [dom[p] for p in preds[i] if dom[p] is not None]
+      new = set.intersection(*ps) | {i} if ps else {i}
+      if new != dom[i]:
+        dom[i], changed = new, True
+  return dom
+
+
+def loop_depths(blocks) -> list:
+  """The loop depth of each block of one function (blocks in address order)."""
+  if not blocks:
+    return []
+  succ = _successors(blocks)
+  dom = _dominators(succ)
+  preds = [[] for _ in blocks]
+  for i, ss in enumerate(succ):
+    for s in ss:
+      preds[s].append(i)
+  bodies = {}   # header -> blocks of its (merged) natural loop
+  for u, ss in enumerate(succ):
+    for h in ss:
+      if dom[u] is not None and h in dom[u]:   # a back edge u -> h
+        body = bodies.setdefault(h, {h})
+        work = [u]
+        while work:
+          x = work.pop()
+          if x not in body:
+            body.add(x)
+            work.extend(p for p in preds[x] if dom[p] is not None)
+  depth = [0] * len(blocks)
+  for body in bodies.values():
+    for x in body:
+      depth[x] += 1
+  return depth
+
+
+def spill_code_in_loops(obj, objdump: str = "llvm-objdump-22") -> dict:
+  """{function: {"loop_depth_D": spill code in blocks at depth >= D, for D = 1..max}} of
+  an object; spill code is a block's movs to and from stack slots plus its other stack
+  operands (blocks_lib features spills + reloads + stack_folded). A function without
+  loops maps to {}; an object without functions (only data) gives {}."""
+  by_fn = {}
+  for b in blocks_lib.disassemble(obj, objdump, use_map=False, allow_empty=True):
+    by_fn.setdefault(b.function, []).append(b)
+  out = {}
+  for fn, bl in by_fn.items():
+    depths = loop_depths(bl)
+    counts = {}
+    for b, d in zip(bl, depths):
+      f = b.features()
+      code = f["spills"] + f["reloads"] + f["stack_folded"]
+      for k in range(1, d + 1):
+        counts[f"loop_depth_{k}"] = counts.get(f"loop_depth_{k}", 0) + code
+    out[fn] = counts
+  return out
