@@ -203,8 +203,9 @@ def perf_reward(outputs: dict) -> dict:
     model = cost_model.load_cached()
   except cost_model.ModelError as e:
     raise ValueError(str(e)) from e
-  bl = blocks_lib.disassemble(outputs["object"])
-  if not any(b.rel_freq is not None for b in bl):
+  # A module of data only (tables, no functions) has no blocks and costs nothing.
+  bl = blocks_lib.disassemble(outputs["object"], allow_empty=True)
+  if bl and not any(b.rel_freq is not None for b in bl):
     raise ValueError(f"{outputs['object']}: no basic-block address map with frequencies")
   costs = {fn: 0.0 for fn in outputs.get("contexts", ()) if fn}
   costs.update(model.function_costs(bl))

@@ -131,6 +131,15 @@ def test_perf_reward_of_a_real_llc_compile(tmp_path, monkeypatch):
   assert res2.ok and set(res2.reward["functions"]) <= set(by_fn)
   assert problems.same_decisions("regalloc_eviction_perf", "regalloc_eviction")
   assert not problems.same_decisions("regalloc_eviction_perf", "regalloc_priority")
+  # A module of data only compiles to no functions and a zero cost, like the remarks
+  # reward's.
+  data = tmp_path / "data.c"
+  data.write_text("const int table[4] = {1, 2, 3, 4};\n")
+  subprocess.run(["clang-22", "-O2", "-c", "-emit-llvm", str(data), "-o",
+                  str(tmp_path / "data.bc")], check=True)
+  only_data = env.compile_module(env.LlcModule("d", str(tmp_path / "data.bc"), ["-O2"]),
+                                 "regalloc_eviction_perf", env.CompilerDefault())
+  assert only_data.ok and only_data.reward == {"functions": {}, "total": 0.0}
   # A missing model fails the compile with a clear reason, nothing raised.
   monkeypatch.setenv("MLGO_PERF_MODEL", str(tmp_path / "none.json"))
   cost_model._LOADED.clear()
