@@ -1,0 +1,263 @@
+"""A guard judged by measured run time on your own program, in one command.
+
+The steps of the recipe in README ("A guard judged by measured run time"), on any build
+that takes its compiler from a command line (make CC=..., ./configure CC=..., a script):
+
+  1. Sides: clang's own allocation, the policy's, each --candidates policy's and
+     --samples sampled allocations of the policy. Each side is built in its own copy of
+     the source tree, by the build command with {cc} / {cxx} replaced by clang-22 or by
+     tools/guarded_cc with --unguarded (every function follows that side).
+  2. Each side's program runs every --run under cachegrind (names as llc knows them);
+     its output must be clang's build's, or the side is dropped (and said).
+  3. Per function, the side whose build ran it in the fewest estimated cycles, summed
+     over the runs (mlgo.evaluation.measured_guard.fastest_policy); functions no run
+     reaches keep clang's allocation. This is guarded_cc's --policy_functions list.
+  4. The final build through guarded_cc --policy_functions, in one more copy.
+  5. The final program and clang's run the --check runs (other inputs than the choice
+     was made on: the figure to believe; the --run ones if none are given) under
+     cachegrind: estimated cycles per run, in report.json / report.md / report.png.
+
+Everything lands in the output directory, and a step already done there is skipped, so
+an interrupted run continues where it stopped. A build that fails stops the run with
+its log named.
+"""
+import dataclasses
+import json
+import math
+import pathlib
+import shlex
+import shutil
+import subprocess
+import sys
+
+from mlgo.evaluation import measured_guard
+from mlgo.evaluation.runtime_build import cachegrind, metrics
+
+
+class MeasuredBuildError(RuntimeError):
+  pass
+
+
+@dataclasses.dataclass
+class Side:
+  name: str           # "default", "policy", "candidate-1", ...
+  wrapper: list       # guarded_cc's flags before `--`; None: plain clang
+
+
+def sides(policy, candidates=(), samples: int = 0) -> list:
+  """Every allocation that competes, in guarded_cc's index order (0: the policy)."""
+  # --unguarded: every function of a side's build follows that side (no static choice).
+  out = [Side("default", None), Side("policy", ["--unguarded", f"--policy={policy}"])]
+  out += [Side(f"candidate-{k}", ["--unguarded", f"--policy={c}"])
+          for k, c in enumerate(candidates, 1)]
+  out += [Side(f"candidate-{len(candidates) + k}",
+               ["--unguarded", f"--policy={policy}", f"--samples={k}"])
+          for k in range(1, samples + 1)]
+  return out
+
+
+def compiler_commands(guarded_cc, clang, clangxx, wrapper) -> dict:
+  """{"cc": ..., "cxx": ...} as shell words for the build command's {cc} and {cxx}."""
+  if wrapper is None:
+    return {"cc": shlex.quote(str(clang)), "cxx": shlex.quote(str(clangxx))}
+  base = [str(guarded_cc)] + list(wrapper)
+  return {"cc": shlex.join(base + ["--"]), "cxx": shlex.join(base + ["--cxx", "--"])}
+
+
+def build(source, tree, command: str, compilers: dict, log, timeout: float = 7200):
+  """A fresh copy of `source` at `tree`, built there by `command` ({cc}/{cxx} filled)."""
+  if tree.exists():
+    shutil.rmtree(tree)
+  shutil.copytree(source, tree, symlinks=True)
+  cmd = command.replace("{cc}", compilers["cc"]).replace("{cxx}", compilers["cxx"])
+  with open(log, "w", encoding="utf-8") as f:
+    f.write(f"$ {cmd}\n")
+    f.flush()
+    r = subprocess.run(cmd, shell=True, cwd=tree, stdout=f, stderr=subprocess.STDOUT,
+                       timeout=timeout, check=False)
+  if r.returncode != 0:
+    raise MeasuredBuildError(f"the build failed (exit {r.returncode}); its log: {log}")
+
+
+def profile(tree, program: str, runs, out_dir, tag: str) -> tuple:
+  """Runs `program` (relative to `tree`) on each run's arguments under cachegrind:
+  ([stdout bytes per run], {function: estimated cycles summed over the runs},
+  [estimated cycles of each whole run])."""
+  exe = tree / program
+  if not exe.exists():
+    raise MeasuredBuildError(f"the build made no {program} (looked for {exe})")
+  outputs, per_fn, totals = [], {}, []
+  for i, run in enumerate(runs):
+    cg = out_dir / f"cg.{tag}.{i}"
+    try:
+      stdout, events = cachegrind(exe, shlex.split(run), tree, cg, demangle=False)
+    except RuntimeError as e:
+      raise MeasuredBuildError(f"{program} {run}: {e}") from None
+    outputs.append(stdout)
+    totals.append(metrics(events)["cycles"])
+    for f, c in measured_guard.function_cycles(cg).items():
+      per_fn[f] = per_fn.get(f, 0) + c
+  return outputs, per_fn, totals
+
+
+def program_functions(exe) -> set:
+  """The functions `exe` itself defines (its text symbols), by llvm-nm."""
+  r = subprocess.run(["llvm-nm-22", "--defined-only", str(exe)], capture_output=True,
+                     text=True, check=False)
+  if r.returncode != 0:
+    raise MeasuredBuildError(f"{exe}: llvm-nm failed: {r.stderr.strip()[-300:]}")
+  return {p[2] for p in (line.split() for line in r.stdout.splitlines())
+          if len(p) == 3 and p[1] in "tTW"}
+
+
+def _done(path) -> dict | None:
+  try:
+    return json.loads(path.read_text())
+  except (OSError, ValueError):
+    return None
+
+
+def measured_build(source, command: str, program: str, runs, output, *, policy,
+                   candidates=(), samples: int = 0, check_runs=(), guarded_cc,
+                   stream=sys.stderr) -> dict:
+  """The module docstring's steps; returns the report (also in output/report.json)."""
+  from mlgo.util.toolchain import toolchain  # pylint: disable=import-outside-toplevel
+  source, out = pathlib.Path(source).resolve(), pathlib.Path(output).resolve()
+  if not source.is_dir():
+    raise MeasuredBuildError(f"{source}: not a directory (the source tree to build)")
+  if not runs:
+    raise MeasuredBuildError("no --run: the choice needs a workload")
+  if out == source or source in out.parents:
+    raise MeasuredBuildError(f"{out}: the output must be outside the source tree")
+  out.mkdir(parents=True, exist_ok=True)
+  tc = toolchain(22)
+  all_sides = sides(policy, candidates, samples)
+  costs, kept = {}, []
+  for side in all_sides:
+    d = out / side.name
+    d.mkdir(exist_ok=True)
+    # What a side's build and profile depend on: a change of any redoes them.
+    key = json.dumps([str(source), command, program, list(runs), side.wrapper])
+    if _done(d / "built") != key:
+      print(f"measured_build: building {side.name}", file=stream, flush=True)
+      build(source, d / "src", command,
+            compiler_commands(guarded_cc, tc.clang, tc.clangxx, side.wrapper), d / "build.log")
+      (d / "built").write_text(json.dumps(key))
+      for stale in ("profile.json", "check.json"):
+        (d / stale).unlink(missing_ok=True)
+    state = d / "profile.json"
+    got = _done(state)
+    if got is None:
+      print(f"measured_build: profiling {side.name} on {len(runs)} run(s)", file=stream,
+            flush=True)
+      outputs, per_fn, totals = profile(d / "src", program, runs, d, "select")
+      got = {"outputs": [o.decode("latin-1") for o in outputs], "functions": per_fn,
+             "totals": totals}
+      state.write_text(json.dumps(got))
+    if side.name != "default" and got["outputs"] != costs["default"]["outputs"]:
+      print(f"measured_build: {side.name} printed something else than clang's build: "
+            f"left out", file=stream, flush=True)
+      continue
+    costs[side.name] = got
+    if side.name != "default":
+      kept.append(side)
+  # Only the program's own functions: the C library's and the loader's change with the
+  # layout, and no build of the program compiles them.
+  own = program_functions(out / "default" / "src" / program)
+  default_cost = {f: c for f, c in costs["default"]["functions"].items() if f in own}
+  route = measured_guard.fastest_policy(default_cost,
+                                        [costs[s.name]["functions"] for s in kept])
+  # Indices in guarded_cc's order: a side left out keeps its place in the list.
+  index = {s.name: i for i, s in enumerate(all_sides[1:])}
+  route = {f: index[kept[k].name] for f, k in route.items()}
+  listing = out / "functions.txt"
+  listing.write_text("".join(f"{f} {route[f]}\n" for f in sorted(route)))
+  wrapper = [f"--policy={policy}"]
+  if candidates:
+    wrapper.append("--candidates=" + ",".join(str(c) for c in candidates))
+  if samples:
+    wrapper.append(f"--samples={samples}")
+  final = out / "guarded"
+  final.mkdir(exist_ok=True)
+  key = json.dumps([str(source), command, program, wrapper, listing.read_text()])
+  if _done(final / "built") != key:
+    print(f"measured_build: building the final program ({len(route)} functions from a "
+          f"policy's allocation)", file=stream, flush=True)
+    build(source, final / "src", command,
+          compiler_commands(guarded_cc, tc.clang, tc.clangxx,
+                            wrapper + [f"--policy_functions={listing}"]), final / "build.log")
+    (final / "built").write_text(json.dumps(key))
+    (final / "check.json").unlink(missing_ok=True)
+  check = list(check_runs) or list(runs)
+  rows = []
+  base = _check(out / "default", program, check, "check", stream)
+  mine = _check(final, program, check, "check", stream)
+  if mine["outputs"] != base["outputs"]:
+    raise MeasuredBuildError(f"the final program printed something else than clang's "
+                             f"build on the check runs; see {final / 'src'}")
+  for run, d, g in zip(check, base["totals"], mine["totals"]):
+    rows.append({"run": run, "default_cycles": d, "guarded_cycles": g,
+                 "change_pct": 100.0 * (g / d - 1.0) if d else 0.0})
+  geo = 100.0 * (math.exp(sum(math.log(max(1e-9, 1 + r["change_pct"] / 100)) for r in rows)
+                          / len(rows)) - 1.0)
+  report = {"program": program, "policy": str(policy),
+            "candidates": [str(c) for c in candidates], "samples": samples,
+            "sides_kept": [s.name for s in kept],
+            "sides_left_out": [s.name for s in all_sides[1:] if s not in kept],
+            "functions_chosen": len(route),
+            "chosen_per_side": {s.name: sum(1 for k in route.values() if k == index[s.name])
+                                for s in kept},
+            "check_on_selection_runs": not check_runs, "runs": rows,
+            "geomean_change_pct": geo, "binary": str(final / "src" / program)}
+  (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+  (out / "report.md").write_text(markdown(report))
+  plot(report, out / "report.png")
+  return report
+
+
+def _check(side_dir, program, runs, tag, stream) -> dict:
+  state = side_dir / f"{tag}.json"
+  got = _done(state)
+  if got is None or got.get("runs") != list(runs):
+    print(f"measured_build: measuring {side_dir.name} on {len(runs)} check run(s)",
+          file=stream, flush=True)
+    outputs, _, totals = profile(side_dir / "src", program, runs, side_dir, tag)
+    got = {"outputs": [o.decode("latin-1") for o in outputs], "totals": totals,
+           "runs": list(runs)}
+    state.write_text(json.dumps(got))
+  return got
+
+
+def markdown(report: dict) -> str:
+  lines = [f"# {report['program']}: measured guard against clang's allocation", "",
+           f"Policy {report['policy']}; candidates: {', '.join(report['candidates']) or 'none'}; "
+           f"samples: {report['samples']}. {report['functions_chosen']} functions from a "
+           f"policy's allocation ({', '.join(f'{k} {v}' for k, v in report['chosen_per_side'].items())})."]
+  if report["sides_left_out"]:
+    lines.append(f"Left out (their output differed): {', '.join(report['sides_left_out'])}.")
+  if report["check_on_selection_runs"]:
+    lines.append("Measured on the runs the choice was made on (no --check): in-sample.")
+  lines += ["", "| run | clang's build (est. cycles) | guarded | change |", "|---|---:|---:|---:|"]
+  for r in report["runs"]:
+    lines.append(f"| `{r['run']}` | {r['default_cycles']:,} | {r['guarded_cycles']:,} | "
+                 f"{r['change_pct']:+.2f}% |")
+  lines += ["", f"Geomean change: {report['geomean_change_pct']:+.2f}%", ""]
+  return "\n".join(lines)
+
+
+def plot(report: dict, path):
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  runs = report["runs"]
+  fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(runs) + 2), 3))
+  vals = [r["change_pct"] for r in runs]
+  ax.bar(range(len(runs)), vals, color=["tab:green" if v <= 0 else "tab:red" for v in vals])
+  ax.axhline(0, color="black", linewidth=0.8)
+  ax.set_xticks(range(len(runs)), [r["run"][:24] for r in runs], rotation=20, ha="right",
+                fontsize=8)
+  ax.set_ylabel("estimated cycles vs clang (%)")
+  ax.set_title(f"{report['program']}: geomean {report['geomean_change_pct']:+.2f}%")
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)

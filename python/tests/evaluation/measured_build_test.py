@@ -1,0 +1,163 @@
+"""tools/measured_build: a small two-file program built with every allocation through
+tools/guarded_cc, profiled under cachegrind, and rebuilt with the fastest allocation per
+function: each chosen function has exactly the chosen build's code (same instruction
+count in a profiled run), the rest clang's; a second run reuses everything; a build that
+fails, and a build whose program prints something else, are handled."""
+import json
+import pathlib
+import subprocess
+
+import pytest
+
+from mlgo.evaluation import measured_build as mb
+from mlgo.evaluation import measured_guard as mg
+from mlgo.evaluation import runtime_build as rb
+from mlgo.training import testing
+from mlgo.util import cli
+
+MAIN = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+uint64_t churn(const uint64_t *in, int n, uint64_t *out);
+double blend(const double *p, int n);
+uint64_t across_calls(uint64_t a, uint64_t b, uint64_t c, uint64_t d, int n);
+static uint64_t seen;
+void sink(uint64_t a, uint64_t b, uint64_t c, uint64_t d) { seen ^= a + b + c + d; }
+int main(int argc, char **argv) {
+  int rounds = argc > 1 ? atoi(argv[1]) : 3;
+  static uint64_t in[2048], out[8];
+  static double p[2048];
+  for (int i = 0; i < 2048; ++i) { in[i] = i * 2654435761u + rounds; p[i] = i * 0.001; }
+  uint64_t h = 0;
+  for (int r = 0; r < rounds; ++r) h ^= churn(in, 2048, out);
+#ifdef OTHER_OUTPUT
+  h += 1;
+#endif
+  printf("%llu %.3f %llu\n", (unsigned long long)h, blend(p, 2048),
+         (unsigned long long)(across_calls(1, 2, 3, 4, 50 * rounds) ^ seen));
+  return 0;
+}
+"""
+BUILD = "{cc} -O2 -c pressure.c -o p.o && {cc} -O2 -c main.c -o m.o && {cc} -o prog p.o m.o"
+
+
+@pytest.fixture()
+def source(tmp_path):
+  src = tmp_path / "src"
+  src.mkdir()
+  (src / "main.c").write_text(MAIN)
+  (src / "pressure.c").write_text(
+      pathlib.Path(testing.data_path("testdata/programs/pressure.c")).read_text())
+  return src
+
+
+def _tool():
+  gcc = cli.built_file("tools/guarded_cc")
+  assert gcc is not None, "tools/guarded_cc is not built"
+  return gcc
+
+
+def _model():
+  return cli.policy_path("models/regalloc_eviction")
+
+
+def _ir(cg):
+  events, per_fn = mg.function_events(cg)
+  i = events.index("Ir")
+  return {f: c[i] for f, c in per_fn.items()}
+
+
+def test_fastest_allocation_per_function(source, tmp_path):
+  out = tmp_path / "out"
+  log = []
+
+  class Stream:
+    def write(self, s):
+      log.append(s)
+
+    def flush(self):
+      pass
+  r = mb.measured_build(source, BUILD, "prog", ["3", "5"], out, policy=_model(), samples=1,
+                        check_runs=["4"], guarded_cc=_tool(), stream=Stream())
+  assert r["sides_kept"] == ["policy", "candidate-1"] and r["sides_left_out"] == []
+  assert len(r["runs"]) == 1 and r["runs"][0]["run"] == "4"
+  for name in ("report.json", "report.md", "report.png", "functions.txt"):
+    assert (out / name).stat().st_size > 0, name
+  prof = {s: json.loads((out / s / "profile.json").read_text())["functions"]
+          for s in ("default", "policy", "candidate-1")}
+  listing = dict(line.split() for line in (out / "functions.txt").read_text().splitlines())
+  route = {f: int(k) for f, k in listing.items()}
+  own = mb.program_functions(out / "default" / "src" / "prog")
+  assert {"main", "churn", "blend", "across_calls", "sink"} <= own and "printf" not in own
+  assert route == mg.fastest_policy({f: c for f, c in prof["default"].items() if f in own},
+                                    [prof["policy"], prof["candidate-1"]])
+  assert set(route) <= own
+  assert r["functions_chosen"] == len(route)
+  # The final program: each chosen function runs the chosen build's code, every other one
+  # clang's (instruction counts per function on the first run, which all builds made).
+  fin = out / "final.cg"
+  stdout, _ = rb.cachegrind(out / "guarded" / "src" / "prog", ["3"], out / "guarded" / "src",
+                            fin, demangle=False)
+  ir = _ir(fin)
+  sides = {"default": _ir(out / "default" / "cg.select.0"),
+           0: _ir(out / "policy" / "cg.select.0"), 1: _ir(out / "candidate-1" / "cg.select.0")}
+  mine = [f for f in ("churn", "blend", "across_calls") if f in ir]
+  assert {f for f in mine if f in route}, "no function left clang's allocation"
+  for f in mine:
+    assert ir[f] == sides[route.get(f, "default")][f], f
+  assert json.loads((out / "default" / "profile.json").read_text())["outputs"][0] == \
+      stdout.decode("latin-1")
+  # Again: everything is reused (no build, no profile); another check run only measures.
+  log.clear()
+  again = mb.measured_build(source, BUILD, "prog", ["3", "5"], out, policy=_model(),
+                            samples=1, check_runs=["4"], guarded_cc=_tool(), stream=Stream())
+  assert again == r and not log
+  other = mb.measured_build(source, BUILD, "prog", ["3", "5"], out, policy=_model(),
+                            samples=1, check_runs=["2"], guarded_cc=_tool(), stream=Stream())
+  assert other["runs"][0]["run"] == "2" and not any("building" in s for s in log)
+
+
+def test_a_side_that_prints_otherwise_is_left_out(source, tmp_path):
+  # Fault injection: the sampled build's main prints another number.
+  build = BUILD.replace("-c main.c", "-c main.c $(case '{cc}' in *unguarded*samples*) "
+                        "echo -DOTHER_OUTPUT;; esac)")
+  r = mb.measured_build(source, build, "prog", ["2"], tmp_path / "out", policy=_model(),
+                        samples=1, guarded_cc=_tool(), stream=open("/dev/null", "w"))
+  assert r["sides_kept"] == ["policy"] and r["sides_left_out"] == ["candidate-1"]
+  assert r["check_on_selection_runs"]
+  assert all(k == "0" for k in (tmp_path / "out" / "functions.txt").read_text().split()[1::2])
+
+
+def test_bad_input_is_named(source, tmp_path):
+  with pytest.raises(mb.MeasuredBuildError, match=r"the build failed \(exit 1\); its log: .*build.log"):
+    mb.measured_build(source, "{cc} -c missing.c", "prog", ["1"], tmp_path / "a",
+                      policy=_model(), guarded_cc=_tool(), stream=open("/dev/null", "w"))
+  with pytest.raises(mb.MeasuredBuildError, match="made no nothere"):
+    mb.measured_build(source, BUILD, "nothere", ["1"], tmp_path / "b", policy=_model(),
+                      guarded_cc=_tool(), stream=open("/dev/null", "w"))
+  with pytest.raises(mb.MeasuredBuildError, match="not a directory"):
+    mb.measured_build(tmp_path / "none", BUILD, "prog", ["1"], tmp_path / "c",
+                      policy=_model(), guarded_cc=_tool(), stream=open("/dev/null", "w"))
+  with pytest.raises(mb.MeasuredBuildError, match="outside the source tree"):
+    mb.measured_build(source, BUILD, "prog", ["1"], source / "out", policy=_model(),
+                      guarded_cc=_tool(), stream=open("/dev/null", "w"))
+  with pytest.raises(mb.MeasuredBuildError, match="no --run"):
+    mb.measured_build(source, BUILD, "prog", [], tmp_path / "d", policy=_model(),
+                      guarded_cc=_tool(), stream=open("/dev/null", "w"))
+
+
+def test_the_command_line(source, tmp_path):
+  tool = cli.built_file("tools/measured_build")
+  assert tool is not None, "tools/measured_build is not built"
+  r = subprocess.run([str(tool), f"--source={source}", f"--build={BUILD}", "--program=prog",
+                      "--run=2", "--check=3", "--policy=models/regalloc_eviction",
+                      f"--output={tmp_path / 'out'}"], capture_output=True, text=True,
+                     timeout=600)
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert "Geomean change" in r.stdout and "measured_build: building policy" in r.stderr
+  bad = subprocess.run([str(tool), f"--source={source}", "--build=false", "--program=prog",
+                        "--run=2", "--policy=models/regalloc_eviction",
+                        f"--output={tmp_path / 'bad'}"], capture_output=True, text=True,
+                       timeout=600)
+  assert bad.returncode == 1 and "measured_build: the build failed" in bad.stderr
