@@ -3,9 +3,11 @@
 Each generator is seeded, so a document is byte-identical on every run and machine:
 markdown for cmark, XML for xmlwf and pugixml, JSON for cJSON and jansson, a YAML
 stream for libyaml and a multi-script UTF-8 text for utf8proc. Sizes are chosen so each
-program runs a few seconds to tens of seconds under valgrind.
+program runs a few seconds to tens of seconds under valgrind. make_ppm: a test image for
+image encoders (README's measured_build example on libwebp's cwebp).
 """
 import json
+import math
 import pathlib
 import random
 
@@ -288,3 +290,23 @@ def make_utf8(path, lines=1500, seed=23):
 
   out = [" ".join(word() for _ in range(rng.randint(3, 18))) + "\n" for _ in range(lines)]
   pathlib.Path(path).write_text("".join(out), encoding="utf-8")
+
+
+def make_ppm(path, width=384, height=256, seed=1):
+  """A binary PPM (P6) photo-like test image: smooth colour waves, a dozen soft discs and
+  pixel noise, so an encoder meets both flat areas and texture."""
+  rng = random.Random(seed)
+  discs = [(rng.uniform(0, width), rng.uniform(0, height), rng.uniform(20, width / 3),
+            [rng.randint(0, 255) for _ in range(3)]) for _ in range(12)]
+  fx, fy = rng.uniform(0.01, 0.08), rng.uniform(0.01, 0.08)
+  out = bytearray()
+  for y in range(height):
+    for x in range(width):
+      px = [128 + 60 * math.sin(x * fx + c) * math.cos(y * fy - c) for c in range(3)]
+      for cx, cy, r, col in discs:
+        d = (x - cx) ** 2 + (y - cy) ** 2
+        if d < r * r:
+          a = 1 - d / (r * r)
+          px = [p * (1 - a) + c * a for p, c in zip(px, col)]
+      out += bytes(max(0, min(255, int(p + rng.gauss(0, 6)))) for p in px)
+  pathlib.Path(path).write_bytes(b"P6\n%d %d\n255\n" % (width, height) + bytes(out))

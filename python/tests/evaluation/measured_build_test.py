@@ -147,6 +147,16 @@ def test_bad_input_is_named(source, tmp_path):
                       guarded_cc=_tool(), stream=open("/dev/null", "w"))
 
 
+def test_test_images_are_seeded_ppm(tmp_path):
+  from mlgo.evaluation import runtime_workloads as rw  # pylint: disable=import-outside-toplevel
+  a, b, c = tmp_path / "a.ppm", tmp_path / "b.ppm", tmp_path / "c.ppm"
+  rw.make_ppm(a, 40, 30, seed=1)
+  rw.make_ppm(b, 40, 30, seed=1)
+  rw.make_ppm(c, 40, 30, seed=2)
+  assert a.read_bytes().startswith(b"P6\n40 30\n255\n") and len(a.read_bytes()) == 13 + 40 * 30 * 3
+  assert a.read_bytes() == b.read_bytes() != c.read_bytes()
+
+
 def test_the_command_line(source, tmp_path):
   tool = cli.built_file("tools/measured_build")
   assert tool is not None, "tools/measured_build is not built"
