@@ -43,10 +43,13 @@ def main(argv=None) -> int:
   ap.add_argument("--candidates", default="", help="more policy dirs, comma-separated")
   ap.add_argument("--samples", type=int, default=0,
                   help="N sampled allocations of --policy as more candidates")
+  ap.add_argument("--layouts", type=int, default=0,
+                  help="repeat each check run in N more stack layouts a side: mean change "
+                       "and a rank-sum verdict per run (4 or more to reach p < 0.05)")
   ap.add_argument("--output", required=True, help="output dir (outside the source tree)")
   a = ap.parse_args(argv)
-  if a.samples < 0:
-    ap.error("--samples must be >= 0")
+  if a.samples < 0 or a.layouts < 0:
+    ap.error("--samples and --layouts must be >= 0")
   gcc = cli.built_file("tools/guarded_cc")
   if gcc is None:
     print("measured_build: tools/guarded_cc is not built; run `bazel build "
@@ -56,7 +59,8 @@ def main(argv=None) -> int:
     r = mb.measured_build(cli.user_path(a.source), a.build, a.program, a.run,
                           cli.user_path(a.output), policy=cli.policy_path(a.policy),
                           candidates=[cli.policy_path(c) for c in a.candidates.split(",") if c],
-                          samples=a.samples, check_runs=a.check, guarded_cc=gcc)
+                          samples=a.samples, check_runs=a.check, guarded_cc=gcc,
+                          layouts=a.layouts)
   except mb.MeasuredBuildError as e:
     print(f"measured_build: {e}", file=sys.stderr)
     return 1

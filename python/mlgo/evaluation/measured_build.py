@@ -16,6 +16,9 @@ that takes its compiler from a command line (make CC=..., ./configure CC=..., a 
   5. The final program and clang's run the --check runs (other inputs than the choice
      was made on: the figure to believe; the --run ones if none are given) under
      cachegrind: estimated cycles per run, in report.json / report.md / report.png.
+     With layouts=N each check run is repeated in N more stack placements (runtime_build's
+     layout_padding; the code placement is the build's own), and each run gets the mean
+     change and a rank-sum verdict as in runtime_check (N >= 4 can reach p < 0.05).
 
 Everything lands in the output directory, and a step already done there is skipped, so
 an interrupted run continues where it stopped. A build that fails stops the run with
@@ -31,7 +34,9 @@ import subprocess
 import sys
 
 from mlgo.evaluation import measured_guard
-from mlgo.evaluation.runtime_build import cachegrind, metrics
+from mlgo.evaluation.runtime_build import cachegrind, layout_padding, metrics
+from mlgo.evaluation.runtime_report import SIGNIFICANCE
+from mlgo.util import stats
 
 
 class MeasuredBuildError(RuntimeError):
@@ -79,7 +84,7 @@ def build(source, tree, command: str, compilers: dict, log, timeout: float = 720
     raise MeasuredBuildError(f"the build failed (exit {r.returncode}); its log: {log}")
 
 
-def profile(tree, program: str, runs, out_dir, tag: str) -> tuple:
+def profile(tree, program: str, runs, out_dir, tag: str, stack_shift: int = 0) -> tuple:
   """Runs `program` (relative to `tree`) on each run's arguments under cachegrind:
   ([stdout bytes per run], {function: estimated cycles summed over the runs},
   [estimated cycles of each whole run])."""
@@ -90,7 +95,8 @@ def profile(tree, program: str, runs, out_dir, tag: str) -> tuple:
   for i, run in enumerate(runs):
     cg = out_dir / f"cg.{tag}.{i}"
     try:
-      stdout, events = cachegrind(exe, shlex.split(run), tree, cg, demangle=False)
+      stdout, events = cachegrind(exe, shlex.split(run), tree, cg, demangle=False,
+                                  stack_shift=stack_shift)
     except RuntimeError as e:
       raise MeasuredBuildError(f"{program} {run}: {e}") from None
     outputs.append(stdout)
@@ -119,7 +125,7 @@ def _done(path) -> dict | None:
 
 def measured_build(source, command: str, program: str, runs, output, *, policy,
                    candidates=(), samples: int = 0, check_runs=(), guarded_cc,
-                   stream=sys.stderr) -> dict:
+                   layouts: int = 0, stream=sys.stderr) -> dict:
   """The module docstring's steps; returns the report (also in output/report.json)."""
   from mlgo.util.toolchain import toolchain  # pylint: disable=import-outside-toplevel
   source, out = pathlib.Path(source).resolve(), pathlib.Path(output).resolve()
@@ -190,14 +196,24 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
     (final / "check.json").unlink(missing_ok=True)
   check = list(check_runs) or list(runs)
   rows = []
-  base = _check(out / "default", program, check, "check", stream)
-  mine = _check(final, program, check, "check", stream)
+  base = _check(out / "default", program, check, "check", stream, layouts)
+  mine = _check(final, program, check, "check", stream, layouts)
   if mine["outputs"] != base["outputs"]:
     raise MeasuredBuildError(f"the final program printed something else than clang's "
                              f"build on the check runs; see {final / 'src'}")
-  for run, d, g in zip(check, base["totals"], mine["totals"]):
-    rows.append({"run": run, "default_cycles": d, "guarded_cycles": g,
-                 "change_pct": 100.0 * (g / d - 1.0) if d else 0.0})
+  for j, run in enumerate(check):
+    d = [t[j] for t in base["totals"]]
+    g = [t[j] for t in mine["totals"]]
+    md, mg = sum(d) / len(d), sum(g) / len(g)
+    row = {"run": run, "default_cycles": round(md), "guarded_cycles": round(mg),
+           "change_pct": 100.0 * (mg / md - 1.0) if md else 0.0}
+    if layouts:
+      p_slower, p_faster = stats.rank_sum_p(g, d)
+      row.update(layouts=len(d), p_slower=p_slower, p_faster=p_faster,
+                 verdict=("slower" if p_slower < SIGNIFICANCE and mg > md else
+                          "faster" if p_faster < SIGNIFICANCE and mg < md else
+                          "within layout noise"))
+    rows.append(row)
   geo = 100.0 * (math.exp(sum(math.log(max(1e-9, 1 + r["change_pct"] / 100)) for r in rows)
                           / len(rows)) - 1.0)
   report = {"program": program, "policy": str(policy),
@@ -215,13 +231,22 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
   return report
 
 
-def _check(side_dir, program, runs, tag, stream) -> dict:
+def _check(side_dir, program, runs, tag, stream, layouts: int = 0) -> dict:
+  """{"outputs": stdout per run, "totals": [estimated cycles per run] per layout}."""
   state = side_dir / f"{tag}.json"
   got = _done(state)
-  if got is None or got.get("runs") != list(runs):
-    print(f"measured_build: measuring {side_dir.name} on {len(runs)} check run(s)",
-          file=stream, flush=True)
-    outputs, _, totals = profile(side_dir / "src", program, runs, side_dir, tag)
+  if got is None or got.get("runs") != list(runs) or len(got["totals"]) != layouts + 1:
+    print(f"measured_build: measuring {side_dir.name} on {len(runs)} check run(s)"
+          + (f" in {layouts + 1} layouts" if layouts else ""), file=stream, flush=True)
+    totals, outputs = [], None
+    for i in range(layouts + 1):
+      out_i, _, t = profile(side_dir / "src", program, runs, side_dir, f"{tag}.{i}",
+                            stack_shift=layout_padding(i)[3] if i else 0)
+      if outputs is not None and out_i != outputs:
+        raise MeasuredBuildError(f"{side_dir / 'src' / program} prints something else in "
+                                 f"stack layout {i} than in layout 0")
+      outputs = out_i
+      totals.append(t)
     got = {"outputs": [o.decode("latin-1") for o in outputs], "totals": totals,
            "runs": list(runs)}
     state.write_text(json.dumps(got))
@@ -237,10 +262,15 @@ def markdown(report: dict) -> str:
     lines.append(f"Left out (their output differed): {', '.join(report['sides_left_out'])}.")
   if report["check_on_selection_runs"]:
     lines.append("Measured on the runs the choice was made on (no --check): in-sample.")
-  lines += ["", "| run | clang's build (est. cycles) | guarded | change |", "|---|---:|---:|---:|"]
+  lay = report["runs"][0].get("layouts") if report["runs"] else None
+  if lay:
+    lines.append(f"Means over {lay} stack layouts a side; verdict by the rank-sum test "
+                 f"(p < {SIGNIFICANCE}).")
+  lines += ["", "| run | clang's build (est. cycles) | guarded | change |"
+            + (" verdict |" if lay else ""), "|---|---:|---:|---:|" + ("---|" if lay else "")]
   for r in report["runs"]:
     lines.append(f"| `{r['run']}` | {r['default_cycles']:,} | {r['guarded_cycles']:,} | "
-                 f"{r['change_pct']:+.2f}% |")
+                 f"{r['change_pct']:+.2f}% |" + (f" {r['verdict']} |" if lay else ""))
   lines += ["", f"Geomean change: {report['geomean_change_pct']:+.2f}%", ""]
   return "\n".join(lines)
 

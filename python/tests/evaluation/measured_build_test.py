@@ -114,8 +114,16 @@ def test_fastest_allocation_per_function(source, tmp_path):
                             samples=1, check_runs=["4"], guarded_cc=_tool(), stream=Stream())
   assert again == r and not log
   other = mb.measured_build(source, BUILD, "prog", ["3", "5"], out, policy=_model(),
-                            samples=1, check_runs=["2"], guarded_cc=_tool(), stream=Stream())
+                            samples=1, check_runs=["2"], guarded_cc=_tool(), layouts=4,
+                            stream=Stream())
   assert other["runs"][0]["run"] == "2" and not any("building" in s for s in log)
+  # Five stack layouts a side: the mean change and a rank-sum verdict.
+  (row,) = other["runs"]
+  assert row["layouts"] == 5 and 0 < row["p_slower"] <= 1 and 0 < row["p_faster"] <= 1
+  assert row["verdict"] in ("faster", "slower", "within layout noise")
+  assert (row["verdict"] == "faster") == (row["p_faster"] < 0.05 and row["change_pct"] < 0)
+  check = json.loads((out / "guarded" / "check.json").read_text())
+  assert len(check["totals"]) == 5 and "verdict" in (out / "report.md").read_text()
 
 
 def test_a_side_that_prints_otherwise_is_left_out(source, tmp_path):
