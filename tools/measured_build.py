@@ -46,6 +46,10 @@ def main(argv=None) -> int:
   ap.add_argument("--layouts", type=int, default=0,
                   help="repeat each check run in N more stack layouts a side: mean change "
                        "and a rank-sum verdict per run (4 or more to reach p < 0.05)")
+  ap.add_argument("--select_on", choices=("cycles", "data"), default="cycles",
+                  help="what each function's choice compares: estimated cycles, or only "
+                       "their terms that do not move with the code's addresses "
+                       "(instructions and data-cache misses)")
   ap.add_argument("--output", required=True, help="output dir (outside the source tree)")
   a = ap.parse_args(argv)
   if a.samples < 0 or a.layouts < 0:
@@ -60,7 +64,7 @@ def main(argv=None) -> int:
                           cli.user_path(a.output), policy=cli.policy_path(a.policy),
                           candidates=[cli.policy_path(c) for c in a.candidates.split(",") if c],
                           samples=a.samples, check_runs=a.check, guarded_cc=gcc,
-                          layouts=a.layouts)
+                          layouts=a.layouts, select_on=a.select_on)
   except mb.MeasuredBuildError as e:
     print(f"measured_build: {e}", file=sys.stderr)
     return 1

@@ -59,6 +59,10 @@ def main(argv=None):
                        "generated inputs) and a function keeps the policy's allocation "
                        "only if it ran faster there")
   add_candidate_flags(ap, "--guarded or --measured_guard")
+  ap.add_argument("--select_on", choices=("cycles", "data"), default="cycles",
+                  help="with --measured_guard: what each function's choice compares: "
+                       "estimated cycles, or only their terms that do not move with the "
+                       "code's addresses (instructions and data-cache misses)")
   ap.add_argument("--pgo", action="store_true",
                   help="PGO builds on both sides: each program's own workload profiled "
                        "first (llc's block frequencies measured, not estimated)")
@@ -69,6 +73,8 @@ def main(argv=None):
     ap.error("--layouts must be >= 0")
   if a.guarded and a.measured_guard:
     ap.error("--guarded and --measured_guard are two different guards; pick one")
+  if a.select_on != "cycles" and not a.measured_guard:
+    ap.error("--select_on goes with --measured_guard")
   candidates = candidate_dirs(ap, a, a.guarded or a.measured_guard)
   p = policy_path(a.policy)
   out = user_path(a.output)
@@ -79,7 +85,8 @@ def main(argv=None):
                            measured_guard=a.measured_guard,
                            candidates=candidates,
                            samples=a.samples,
-                           no_more_spill_code=a.no_more_spill_code)
+                           no_more_spill_code=a.no_more_spill_code,
+                           select_on=a.select_on)
   (out / "runtime_check.json").write_text(json.dumps(rows, indent=1) + "\n")
   runtime_report.plot(rows, out / "runtime_check.png")
   print(runtime_report.format_table(rows))

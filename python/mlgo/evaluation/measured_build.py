@@ -10,8 +10,9 @@ that takes its compiler from a command line (make CC=..., ./configure CC=..., a 
   2. Each side's program runs every --run under cachegrind (names as llc knows them);
      its output must be clang's build's, or the side is dropped (and said).
   3. Per function, the side whose build ran it in the fewest estimated cycles, summed
-     over the runs (mlgo.evaluation.measured_guard.fastest_policy); functions no run
-     reaches keep clang's allocation. This is guarded_cc's --policy_functions list.
+     over the runs (mlgo.evaluation.measured_guard.fastest_policy; select_on="data":
+     only the terms that do not move with code addresses); functions no run reaches
+     keep clang's allocation. This is guarded_cc's --policy_functions list.
   4. The final build through guarded_cc --policy_functions, in one more copy.
   5. The final program and clang's run the --check runs (other inputs than the choice
      was made on: the figure to believe; the --run ones if none are given) under
@@ -86,12 +87,12 @@ def build(source, tree, command: str, compilers: dict, log, timeout: float = 720
 
 def profile(tree, program: str, runs, out_dir, tag: str, stack_shift: int = 0) -> tuple:
   """Runs `program` (relative to `tree`) on each run's arguments under cachegrind:
-  ([stdout bytes per run], {function: estimated cycles summed over the runs},
-  [estimated cycles of each whole run])."""
+  ([stdout bytes per run], {select_on: {function: its cost summed over the runs}},
+  [estimated cycles of each whole run], [instructions of each whole run])."""
   exe = tree / program
   if not exe.exists():
     raise MeasuredBuildError(f"the build made no {program} (looked for {exe})")
-  outputs, per_fn, totals = [], {}, []
+  outputs, per_fn, totals, insns = [], {k: {} for k in measured_guard.SELECT_ON}, [], []
   for i, run in enumerate(runs):
     cg = out_dir / f"cg.{tag}.{i}"
     try:
@@ -101,9 +102,11 @@ def profile(tree, program: str, runs, out_dir, tag: str, stack_shift: int = 0) -
       raise MeasuredBuildError(f"{program} {run}: {e}") from None
     outputs.append(stdout)
     totals.append(metrics(events)["cycles"])
-    for f, c in measured_guard.function_cycles(cg).items():
-      per_fn[f] = per_fn.get(f, 0) + c
-  return outputs, per_fn, totals
+    insns.append(metrics(events)["instructions"])
+    for k, fns in per_fn.items():
+      for f, c in measured_guard.function_cycles(cg, k).items():
+        fns[f] = fns.get(f, 0) + c
+  return outputs, per_fn, totals, insns
 
 
 def program_functions(exe) -> set:
@@ -125,7 +128,7 @@ def _done(path) -> dict | None:
 
 def measured_build(source, command: str, program: str, runs, output, *, policy,
                    candidates=(), samples: int = 0, check_runs=(), guarded_cc,
-                   layouts: int = 0, stream=sys.stderr) -> dict:
+                   layouts: int = 0, select_on: str = "cycles", stream=sys.stderr) -> dict:
   """The module docstring's steps; returns the report (also in output/report.json)."""
   from mlgo.util.toolchain import toolchain  # pylint: disable=import-outside-toplevel
   source, out = pathlib.Path(source).resolve(), pathlib.Path(output).resolve()
@@ -153,12 +156,12 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
         (d / stale).unlink(missing_ok=True)
     state = d / "profile.json"
     got = _done(state)
-    if got is None:
+    if got is None or set(got.get("functions", {})) != set(measured_guard.SELECT_ON):
       print(f"measured_build: profiling {side.name} on {len(runs)} run(s)", file=stream,
             flush=True)
-      outputs, per_fn, totals = profile(d / "src", program, runs, d, "select")
+      outputs, per_fn, totals, _ = profile(d / "src", program, runs, d, "select")
       got = {"outputs": [o.decode("latin-1") for o in outputs], "functions": per_fn,
-             "totals": totals}
+             "totals": totals}   # functions: {select_on: {function: cost}}
       state.write_text(json.dumps(got))
     if side.name != "default" and got["outputs"] != costs["default"]["outputs"]:
       print(f"measured_build: {side.name} printed something else than clang's build: "
@@ -170,9 +173,13 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
   # Only the program's own functions: the C library's and the loader's change with the
   # layout, and no build of the program compiles them.
   own = program_functions(out / "default" / "src" / program)
-  default_cost = {f: c for f, c in costs["default"]["functions"].items() if f in own}
+  if select_on not in measured_guard.SELECT_ON:
+    raise MeasuredBuildError(f"select_on: {select_on!r} is not one of "
+                             f"{', '.join(measured_guard.SELECT_ON)}")
+  default_cost = {f: c for f, c in costs["default"]["functions"][select_on].items()
+                  if f in own}
   route = measured_guard.fastest_policy(default_cost,
-                                        [costs[s.name]["functions"] for s in kept])
+                                        [costs[s.name]["functions"][select_on] for s in kept])
   # Indices in guarded_cc's order: a side left out keeps its place in the list.
   index = {s.name: i for i, s in enumerate(all_sides[1:])}
   route = {f: index[kept[k].name] for f, k in route.items()}
@@ -205,8 +212,12 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
     d = [t[j] for t in base["totals"]]
     g = [t[j] for t in mine["totals"]]
     md, mg = sum(d) / len(d), sum(g) / len(g)
+    di, gi = base["instructions"][0][j], mine["instructions"][0][j]
     row = {"run": run, "default_cycles": round(md), "guarded_cycles": round(mg),
-           "change_pct": 100.0 * (mg / md - 1.0) if md else 0.0}
+           "change_pct": 100.0 * (mg / md - 1.0) if md else 0.0,
+           # Instructions do not depend on where code and stack lie; the estimated
+           # cycles' cache and branch terms do (cachegrind simulates by address).
+           "instructions_change_pct": 100.0 * (gi / di - 1.0) if di else 0.0}
     if layouts:
       p_slower, p_faster = stats.rank_sum_p(g, d)
       row.update(layouts=len(d), p_slower=p_slower, p_faster=p_faster,
@@ -216,7 +227,7 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
     rows.append(row)
   geo = 100.0 * (math.exp(sum(math.log(max(1e-9, 1 + r["change_pct"] / 100)) for r in rows)
                           / len(rows)) - 1.0)
-  report = {"program": program, "policy": str(policy),
+  report = {"program": program, "policy": str(policy), "select_on": select_on,
             "candidates": [str(c) for c in candidates], "samples": samples,
             "sides_kept": [s.name for s in kept],
             "sides_left_out": [s.name for s in all_sides[1:] if s not in kept],
@@ -232,23 +243,26 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
 
 
 def _check(side_dir, program, runs, tag, stream, layouts: int = 0) -> dict:
-  """{"outputs": stdout per run, "totals": [estimated cycles per run] per layout}."""
+  """{"outputs": stdout per run, "totals": [estimated cycles per run] per layout,
+  "instructions": the same for instructions}."""
   state = side_dir / f"{tag}.json"
   got = _done(state)
-  if got is None or got.get("runs") != list(runs) or len(got["totals"]) != layouts + 1:
+  if (got is None or got.get("runs") != list(runs) or len(got["totals"]) != layouts + 1
+      or "instructions" not in got):
     print(f"measured_build: measuring {side_dir.name} on {len(runs)} check run(s)"
           + (f" in {layouts + 1} layouts" if layouts else ""), file=stream, flush=True)
-    totals, outputs = [], None
+    totals, insns, outputs = [], [], None
     for i in range(layouts + 1):
-      out_i, _, t = profile(side_dir / "src", program, runs, side_dir, f"{tag}.{i}",
-                            stack_shift=layout_padding(i)[3] if i else 0)
+      out_i, _, t, ins = profile(side_dir / "src", program, runs, side_dir, f"{tag}.{i}",
+                                 stack_shift=layout_padding(i)[3] if i else 0)
+      insns.append(ins)
       if outputs is not None and out_i != outputs:
         raise MeasuredBuildError(f"{side_dir / 'src' / program} prints something else in "
                                  f"stack layout {i} than in layout 0")
       outputs = out_i
       totals.append(t)
     got = {"outputs": [o.decode("latin-1") for o in outputs], "totals": totals,
-           "runs": list(runs)}
+           "instructions": insns, "runs": list(runs)}
     state.write_text(json.dumps(got))
   return got
 
@@ -266,11 +280,12 @@ def markdown(report: dict) -> str:
   if lay:
     lines.append(f"Means over {lay} stack layouts a side; verdict by the rank-sum test "
                  f"(p < {SIGNIFICANCE}).")
-  lines += ["", "| run | clang's build (est. cycles) | guarded | change |"
-            + (" verdict |" if lay else ""), "|---|---:|---:|---:|" + ("---|" if lay else "")]
+  lines += ["", "| run | clang's build (est. cycles) | guarded | change | instructions |"
+            + (" verdict |" if lay else ""), "|---|---:|---:|---:|---:|" + ("---|" if lay else "")]
   for r in report["runs"]:
     lines.append(f"| `{r['run']}` | {r['default_cycles']:,} | {r['guarded_cycles']:,} | "
-                 f"{r['change_pct']:+.2f}% |" + (f" {r['verdict']} |" if lay else ""))
+                 f"{r['change_pct']:+.2f}% | {r['instructions_change_pct']:+.2f}% |"
+                 + (f" {r['verdict']} |" if lay else ""))
   lines += ["", f"Geomean change: {report['geomean_change_pct']:+.2f}%", ""]
   return "\n".join(lines)
 

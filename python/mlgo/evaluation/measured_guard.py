@@ -76,11 +76,20 @@ def function_events(path) -> tuple:
   return events, dict(per_fn)
 
 
-def function_cycles(path) -> dict:
-  """{function: estimated cycles} of a cachegrind output file (function_events, priced
-  by runtime_build.metrics: the cost every choice here compares)."""
+# What a measured choice compares per function (runtime_build.metrics): "cycles", the
+# estimated cycles runtime_check judges by; "data", their terms that do not depend on
+# where the code lies (instructions and data-cache misses; no instruction-cache misses,
+# no simulated mispredicts), which a rebuild with other allocations moves.
+SELECT_ON = {"cycles": "cycles", "data": "data_cycles"}
+
+
+def function_cycles(path, select_on: str = "cycles") -> dict:
+  """{function: cost} of a cachegrind output file (function_events, priced by
+  runtime_build.metrics as SELECT_ON[select_on] says)."""
+  if select_on not in SELECT_ON:
+    raise ValueError(f"select_on: {select_on!r} is not one of {', '.join(SELECT_ON)}")
   events, per_fn = function_events(path)
-  return {f: metrics(dict(zip(events, c)))["cycles"] for f, c in per_fn.items()}
+  return {f: metrics(dict(zip(events, c)))[SELECT_ON[select_on]] for f, c in per_fn.items()}
 
 
 def fastest_policy(default_cost: dict, policy_costs: list) -> dict:
@@ -116,7 +125,7 @@ def summarize(default_cost: dict, policy_cost, chosen) -> dict:
 
 
 def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm_version,
-                   clang_flags, stream):
+                   clang_flags, stream, select_on: str = "cycles"):
   """measured_guard's selected build of `prog`: the plain default build and a plain
   build of each policy in `pols` (the first is build_dirs["policy"]) run under
   cachegrind on the second workload (same output required); each function gets the
@@ -138,7 +147,7 @@ def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm
           file=stream, flush=True)
     stdout, _ = cachegrind(pathlib.Path(build_dirs[side] / prog.name).resolve(), args,
                            inp.parent, f, demangle=False)
-    return stdout, function_cycles(f)
+    return stdout, function_cycles(f, select_on)
   with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
     runs = list(ex.map(one, sides))
   for side, (stdout, _) in zip(sides[1:], runs[1:]):

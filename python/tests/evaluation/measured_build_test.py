@@ -82,9 +82,11 @@ def test_fastest_allocation_per_function(source, tmp_path):
                         check_runs=["4"], guarded_cc=_tool(), stream=Stream())
   assert r["sides_kept"] == ["policy", "candidate-1"] and r["sides_left_out"] == []
   assert len(r["runs"]) == 1 and r["runs"][0]["run"] == "4"
+  assert abs(r["runs"][0]["instructions_change_pct"]) < 50 and "instructions" in \
+      (out / "report.md").read_text()
   for name in ("report.json", "report.md", "report.png", "functions.txt"):
     assert (out / name).stat().st_size > 0, name
-  prof = {s: json.loads((out / s / "profile.json").read_text())["functions"]
+  prof = {s: json.loads((out / s / "profile.json").read_text())["functions"]["cycles"]
           for s in ("default", "policy", "candidate-1")}
   listing = dict(line.split() for line in (out / "functions.txt").read_text().splitlines())
   route = {f: int(k) for f, k in listing.items()}
@@ -124,6 +126,26 @@ def test_fastest_allocation_per_function(source, tmp_path):
   assert (row["verdict"] == "faster") == (row["p_faster"] < 0.05 and row["change_pct"] < 0)
   check = json.loads((out / "guarded" / "check.json").read_text())
   assert len(check["totals"]) == 5 and "verdict" in (out / "report.md").read_text()
+  # Choosing on the terms that do not move with code addresses: the same builds and
+  # profiles, another list (from each function's instructions and data-cache misses).
+  log.clear()
+  data = mb.measured_build(source, BUILD, "prog", ["3", "5"], out, policy=_model(),
+                           samples=1, check_runs=["4"], guarded_cc=_tool(),
+                           select_on="data", stream=Stream())
+  assert data["select_on"] == "data" and not any("profiling" in x for x in log)
+  dprof = {s: json.loads((out / s / "profile.json").read_text())["functions"]["data"]
+           for s in ("default", "policy", "candidate-1")}
+  listing = dict(line.split() for line in (out / "functions.txt").read_text().splitlines())
+  assert {f: int(k) for f, k in listing.items()} == mg.fastest_policy(
+      {f: c for f, c in dprof["default"].items() if f in own},
+      [dprof["policy"], dprof["candidate-1"]])
+  events, per_fn = mg.function_events(out / "policy" / "cg.select.0")
+  ev = dict(zip(events, per_fn["churn"]))
+  want = ev["Ir"] + 10 * (ev.get("D1mr", 0) + ev.get("D1mw", 0)) + 100 * (
+      ev.get("DLmr", 0) + ev.get("DLmw", 0))
+  assert mg.function_cycles(out / "policy" / "cg.select.0", "data")["churn"] == want
+  with pytest.raises(ValueError, match="'time' is not one of cycles, data"):
+    mg.function_cycles(out / "policy" / "cg.select.0", "time")
 
 
 def test_a_side_that_prints_otherwise_is_left_out(source, tmp_path):
