@@ -32,7 +32,8 @@ wins that add no spill code anywhere are kept; "loops", the spill code inside lo
 every nesting depth (mlgo.profiles.loops, read from each allocation's object), so spill
 code may move out of loops or within the function's straight-line code, but a win that
 puts more spill code into some loop nest (betting on which of the loop's blocks run) is
-not kept.
+not kept. Neither made the static guard safe for run time (README; for "loops" the
+largest measured gains have more spill code in loops: SELECTION_RULES.md, stop 61).
 
 Release use: with policy=None the policy compile is llc's own release advisor (e.g.
 `tool_path` = the release prefix's llc with its compiled-in model, `policy_flags` =
@@ -199,8 +200,8 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
   from per function (module docstring); a failed candidate compile fails the guarded
   compile. no_more_spill_code: the module docstring's rule, False, True ("function") or
   "loops" (the default is then compiled here even if default_scores are given, for its
-  counts). Never raises for
-  compile failures: a failed compile is the result (result.ok False, reason set)."""
+  counts). Never raises for compile failures: a failed compile is the result (result.ok
+  False, reason set)."""
   if policy is None and not policy_flags:
     raise ValueError("guarded_compile: no policy and no policy_flags")
   if policy is None:
