@@ -138,6 +138,9 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
     raise MeasuredBuildError("no --run: the choice needs a workload")
   if out == source or source in out.parents:
     raise MeasuredBuildError(f"{out}: the output must be outside the source tree")
+  if select_on not in measured_guard.SELECT_ON:
+    raise MeasuredBuildError(f"select_on: {select_on!r} is not one of "
+                             f"{', '.join(measured_guard.SELECT_ON)}")
   out.mkdir(parents=True, exist_ok=True)
   tc = toolchain(22)
   all_sides = sides(policy, candidates, samples)
@@ -173,9 +176,6 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
   # Only the program's own functions: the C library's and the loader's change with the
   # layout, and no build of the program compiles them.
   own = program_functions(out / "default" / "src" / program)
-  if select_on not in measured_guard.SELECT_ON:
-    raise MeasuredBuildError(f"select_on: {select_on!r} is not one of "
-                             f"{', '.join(measured_guard.SELECT_ON)}")
   default_cost = {f: c for f, c in costs["default"]["functions"][select_on].items()
                   if f in own}
   route = measured_guard.fastest_policy(default_cost,

@@ -172,6 +172,9 @@ def test_bad_input_is_named(source, tmp_path):
   with pytest.raises(mb.MeasuredBuildError, match="outside the source tree"):
     mb.measured_build(source, BUILD, "prog", ["1"], source / "out", policy=_model(),
                       guarded_cc=_tool(), stream=open("/dev/null", "w"))
+  with pytest.raises(mb.MeasuredBuildError, match="select_on: 'time' is not one of"):
+    mb.measured_build(source, BUILD, "prog", ["1"], tmp_path / "e", policy=_model(),
+                      guarded_cc=_tool(), select_on="time", stream=open("/dev/null", "w"))
   with pytest.raises(mb.MeasuredBuildError, match="no --run"):
     mb.measured_build(source, BUILD, "prog", [], tmp_path / "d", policy=_model(),
                       guarded_cc=_tool(), stream=open("/dev/null", "w"))
