@@ -8,7 +8,8 @@ that takes its compiler from a command line (make CC=..., ./configure CC=..., a 
      the source tree, by the build command with {cc} / {cxx} replaced by clang-22 or by
      tools/guarded_cc with --unguarded (every function follows that side).
   2. Each side's program runs every --run under cachegrind (names as llc knows them);
-     its output must be clang's build's, or the side is dropped (and said).
+     its output must be clang's build's, or the side is dropped (and said); so is a
+     side whose program fails or hangs (clang's build failing stops the run).
   3. Per function, the side whose build ran it in the fewest estimated cycles, summed
      over the runs (mlgo.evaluation.measured_guard.fastest_policy; select_on="data":
      only the terms that do not move with code addresses); functions no run reaches
@@ -100,6 +101,9 @@ def profile(tree, program: str, runs, out_dir, tag: str, stack_shift: int = 0) -
                                   stack_shift=stack_shift)
     except RuntimeError as e:
       raise MeasuredBuildError(f"{program} {run}: {e}") from None
+    except subprocess.TimeoutExpired:
+      raise MeasuredBuildError(f"{program} {run}: no end within an hour under "
+                               f"cachegrind") from None
     outputs.append(stdout)
     totals.append(metrics(events)["cycles"])
     insns.append(metrics(events)["instructions"])
@@ -162,7 +166,14 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
     if got is None or set(got.get("functions", {})) != set(measured_guard.SELECT_ON):
       print(f"measured_build: profiling {side.name} on {len(runs)} run(s)", file=stream,
             flush=True)
-      outputs, per_fn, totals, _ = profile(d / "src", program, runs, d, "select")
+      try:
+        outputs, per_fn, totals, _ = profile(d / "src", program, runs, d, "select")
+      except MeasuredBuildError as e:
+        if side.name == "default":
+          raise
+        print(f"measured_build: {side.name}'s program failed ({e}): left out",
+              file=stream, flush=True)
+        continue
       got = {"outputs": [o.decode("latin-1") for o in outputs], "functions": per_fn,
              "totals": totals}   # functions: {select_on: {function: cost}}
       state.write_text(json.dumps(got))
@@ -273,7 +284,7 @@ def markdown(report: dict) -> str:
            f"samples: {report['samples']}. {report['functions_chosen']} functions from a "
            f"policy's allocation ({', '.join(f'{k} {v}' for k, v in report['chosen_per_side'].items())})."]
   if report["sides_left_out"]:
-    lines.append(f"Left out (their output differed): {', '.join(report['sides_left_out'])}.")
+    lines.append(f"Left out (their output differed or their program failed): {', '.join(report['sides_left_out'])}.")
   if report["check_on_selection_runs"]:
     lines.append("Measured on the runs the choice was made on (no --check): in-sample.")
   lay = report["runs"][0].get("layouts") if report["runs"] else None

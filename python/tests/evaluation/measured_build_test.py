@@ -34,6 +34,9 @@ int main(int argc, char **argv) {
 #ifdef OTHER_OUTPUT
   h += 1;
 #endif
+#ifdef CRASH_NOW
+  abort();
+#endif
   printf("%llu %.3f %llu\n", (unsigned long long)h, blend(p, 2048),
          (unsigned long long)(across_calls(1, 2, 3, 4, 50 * rounds) ^ seen));
   return 0;
@@ -157,6 +160,12 @@ def test_a_side_that_prints_otherwise_is_left_out(source, tmp_path):
   assert r["sides_kept"] == ["policy"] and r["sides_left_out"] == ["candidate-1"]
   assert r["check_on_selection_runs"]
   assert all(k == "0" for k in (tmp_path / "out" / "functions.txt").read_text().split()[1::2])
+  # The same for a side whose program crashes: left out, the rest goes on.
+  build = BUILD.replace("-c main.c", "-c main.c $(case '{cc}' in *unguarded*samples*) "
+                        "echo -DCRASH_NOW;; esac)")
+  r = mb.measured_build(source, build, "prog", ["2"], tmp_path / "crash", policy=_model(),
+                        samples=1, guarded_cc=_tool(), stream=open("/dev/null", "w"))
+  assert r["sides_kept"] == ["policy"] and r["sides_left_out"] == ["candidate-1"]
 
 
 def test_bad_input_is_named(source, tmp_path):
