@@ -28,17 +28,15 @@ its log named.
 """
 import dataclasses
 import json
-import math
 import pathlib
 import shlex
 import shutil
 import subprocess
 import sys
 
-from mlgo.evaluation import measured_guard
+from mlgo.evaluation import measured_guard, runtime_report
 from mlgo.evaluation.runtime_build import cachegrind, layout_padding, metrics
-from mlgo.evaluation.runtime_report import SIGNIFICANCE
-from mlgo.util import stats
+from mlgo.util.files import write_json_atomic
 
 
 class MeasuredBuildError(RuntimeError):
@@ -176,7 +174,7 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
         continue
       got = {"outputs": [o.decode("latin-1") for o in outputs], "functions": per_fn,
              "totals": totals}   # functions: {select_on: {function: cost}}
-      state.write_text(json.dumps(got))
+      write_json_atomic(state, got)
     if side.name != "default" and got["outputs"] != costs["default"]["outputs"]:
       print(f"measured_build: {side.name} printed something else than clang's build: "
             f"left out", file=stream, flush=True)
@@ -219,10 +217,12 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
   if mine["outputs"] != base["outputs"]:
     raise MeasuredBuildError(f"the final program printed something else than clang's "
                              f"build on the check runs; see {final / 'src'}")
+  sides_by_run = []   # runtime_check's row shape: each side's metrics per layout
   for j, run in enumerate(check):
-    d = [t[j] for t in base["totals"]]
-    g = [t[j] for t in mine["totals"]]
-    md, mg = sum(d) / len(d), sum(g) / len(g)
+    lay = {side: [{"cycles": t[j]} for t in got["totals"]]
+           for side, got in (("default", base), ("policy", mine))}
+    sides_by_run.append({"layouts": lay})
+    md, mg = (sum(m["cycles"] for m in lay[k]) / len(lay[k]) for k in ("default", "policy"))
     di, gi = base["instructions"][0][j], mine["instructions"][0][j]
     row = {"run": run, "default_cycles": round(md), "guarded_cycles": round(mg),
            "change_pct": 100.0 * (mg / md - 1.0) if md else 0.0,
@@ -230,14 +230,11 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
            # cycles' cache and branch terms do (cachegrind simulates by address).
            "instructions_change_pct": 100.0 * (gi / di - 1.0) if di else 0.0}
     if layouts:
-      p_slower, p_faster = stats.rank_sum_p(g, d)
-      row.update(layouts=len(d), p_slower=p_slower, p_faster=p_faster,
-                 verdict=("slower" if p_slower < SIGNIFICANCE and mg > md else
-                          "faster" if p_faster < SIGNIFICANCE and mg < md else
-                          "within layout noise"))
+      v = runtime_report.layout_summary(sides_by_run[-1])
+      row.update(layouts=v["layouts"], p_slower=v["p_slower"], p_faster=v["p_faster"],
+                 verdict=v["verdict"])
     rows.append(row)
-  geo = 100.0 * (math.exp(sum(math.log(max(1e-9, 1 + r["change_pct"] / 100)) for r in rows)
-                          / len(rows)) - 1.0)
+  geo = runtime_report.geomean_change(sides_by_run, over_layouts=True)
   report = {"program": program, "policy": str(policy), "select_on": select_on,
             "candidates": [str(c) for c in candidates], "samples": samples,
             "sides_kept": [s.name for s in kept],
@@ -274,7 +271,7 @@ def _check(side_dir, program, runs, tag, stream, layouts: int = 0) -> dict:
       totals.append(t)
     got = {"outputs": [o.decode("latin-1") for o in outputs], "totals": totals,
            "instructions": insns, "runs": list(runs)}
-    state.write_text(json.dumps(got))
+    write_json_atomic(state, got)
   return got
 
 
@@ -290,7 +287,7 @@ def markdown(report: dict) -> str:
   lay = report["runs"][0].get("layouts") if report["runs"] else None
   if lay:
     lines.append(f"Means over {lay} stack layouts a side; verdict by the rank-sum test "
-                 f"(p < {SIGNIFICANCE}).")
+                 f"(p < {runtime_report.SIGNIFICANCE}).")
   lines += ["", "| run | clang's build (est. cycles) | guarded | change | instructions |"
             + (" verdict |" if lay else ""), "|---|---:|---:|---:|---:|" + ("---|" if lay else "")]
   for r in report["runs"]:
