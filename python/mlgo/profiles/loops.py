@@ -13,12 +13,12 @@ natural loops of the back edges (an edge to a block that dominates its source); 
 block's depth is the number of distinct loop headers whose loop holds it. Blocks the
 entry does not reach (padding after a return) are at depth 0.
 """
-import re
-
 from mlgo.profiles import blocks as blocks_lib
 
-_TARGET = re.compile(r"^(?:0x)?([0-9a-f]+) <")
-_NO_FALLTHROUGH = ("jmp", "ret", "ud2", "hlt")
+# The disassembly's jump-target syntax and the instructions after which no fallthrough
+# follows: the jump rule's own (mlgo.profiles.blocks).
+_TARGET = blocks_lib._TARGET  # pylint: disable=protected-access
+_NO_FALLTHROUGH = blocks_lib._ENDS_BLOCK  # pylint: disable=protected-access
 
 
 def _successors(blocks) -> list:
@@ -37,7 +37,15 @@ def _successors(blocks) -> list:
   return succ
 
 
-def _dominators(succ) -> list:
+def _predecessors(succ) -> list:
+  preds = [[] for _ in succ]
+  for i, ss in enumerate(succ):
+    for s in ss:
+      preds[s].append(i)
+  return preds
+
+
+def _dominators(succ, preds) -> list:
   """dom[i]: the set of blocks dominating block i (None: unreachable from block 0)."""
   n = len(succ)
   order, seen, stack = [], {0}, [(0, iter(succ[0]))]
@@ -51,10 +59,6 @@ def _dominators(succ) -> list:
       seen.add(nxt)
       stack.append((nxt, iter(succ[nxt])))
   order.reverse()
-  preds = [[] for _ in range(n)]
-  for i in seen:
-    for s in succ[i]:
-      preds[s].append(i)
   dom = [None] * n
   dom[0] = {0}
   changed = True
@@ -73,11 +77,8 @@ def loop_depths(blocks) -> list:
   if not blocks:
     return []
   succ = _successors(blocks)
-  dom = _dominators(succ)
-  preds = [[] for _ in blocks]
-  for i, ss in enumerate(succ):
-    for s in ss:
-      preds[s].append(i)
+  preds = _predecessors(succ)
+  dom = _dominators(succ, preds)
   bodies = {}   # header -> blocks of its (merged) natural loop
   for u, ss in enumerate(succ):
     for h in ss:
