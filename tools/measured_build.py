@@ -15,8 +15,10 @@ splits words: CC="{cc}"). --run arguments choose the allocations; --check argume
 (other inputs) measure the result; without --check the report is measured on the --run
 ones, in-sample. Runs start in the build's copy of the source tree. The output dir holds
 each build, the profiles, functions.txt (guarded_cc --policy_functions), the final
-program (guarded/src/PROGRAM) and report.md/.json/.png; running the same command again
-continues where it stopped.
+program and report.md/.json/.png; running the same command again continues where it
+stopped. The program shipped is the fastest binary measured on the --run workloads: the
+per-function routed build (guarded/src/PROGRAM), one side's whole build, or clang's own
+(--final=routed: always the routed build); report.json's "binary" names it.
 """
 import argparse
 import sys
@@ -50,6 +52,10 @@ def main(argv=None) -> int:
                   help="what each function's choice compares: estimated cycles, or only "
                        "their terms that do not move with the code's addresses "
                        "(instructions and data-cache misses)")
+  ap.add_argument("--final", choices=("fastest", "routed"), default="fastest",
+                  help="fastest (default): ship the fastest binary measured on the --run "
+                       "workloads (the routed build, a whole side's, or clang's); routed: "
+                       "always the per-function routed build")
   ap.add_argument("--output", required=True, help="output dir (outside the source tree)")
   a = ap.parse_args(argv)
   if a.samples < 0 or a.layouts < 0:
@@ -64,7 +70,8 @@ def main(argv=None) -> int:
                           cli.user_path(a.output), policy=cli.policy_path(a.policy),
                           candidates=[cli.policy_path(c) for c in a.candidates.split(",") if c],
                           samples=a.samples, check_runs=a.check, guarded_cc=gcc,
-                          layouts=a.layouts, select_on=a.select_on)
+                          layouts=a.layouts, select_on=a.select_on,
+                          final_mode=a.final)
   except mb.MeasuredBuildError as e:
     print(f"measured_build: {e}", file=sys.stderr)
     return 1

@@ -84,6 +84,23 @@ def test_fastest_allocation_per_function(source, tmp_path):
   r = mb.measured_build(source, BUILD, "prog", ["3", "5"], out, policy=_model(), samples=1,
                         check_runs=["4"], guarded_cc=_tool(), stream=Stream())
   assert r["sides_kept"] == ["policy", "candidate-1"] and r["sides_left_out"] == []
+  # The shipped binary is the fastest of those measured on the --run workloads, each
+  # against clang's build by the geomean over the runs; clang's own unless one is faster.
+  totals = {s: json.loads((out / d / "profile.json").read_text())["totals"]
+            for s, d in (("default", "default"), ("routed", "guarded"),
+                         ("policy", "policy"), ("candidate-1", "candidate-1"))}
+  want = {s: 100 * (((t[0] / totals["default"][0]) * (t[1] / totals["default"][1])) ** 0.5 - 1)
+          for s, t in totals.items() if s != "default"}
+  assert r["final"] == "fastest" and r["selection_change_pct"].keys() == want.keys()
+  for s, v in want.items():
+    assert r["selection_change_pct"][s] == pytest.approx(v, abs=1e-9), s
+  best = min(want, key=want.get)
+  assert r["shipped"] == (best if want[best] < 0 else "default")
+  ship_dir = out / {"routed": "guarded"}.get(r["shipped"], r["shipped"])
+  assert r["binary"] == str(ship_dir / "src" / "prog")
+  shipped_check = json.loads((ship_dir / "check.json").read_text())["totals"][0][0]
+  assert r["runs"][0]["shipped_cycles"] == round(shipped_check)
+  assert f"Shipped: **{r['shipped']}**" in (out / "report.md").read_text()
   assert len(r["runs"]) == 1 and r["runs"][0]["run"] == "4"
   assert abs(r["runs"][0]["instructions_change_pct"]) < 50 and "instructions" in \
       (out / "report.md").read_text()
@@ -117,7 +134,15 @@ def test_fastest_allocation_per_function(source, tmp_path):
   log.clear()
   again = mb.measured_build(source, BUILD, "prog", ["3", "5"], out, policy=_model(),
                             samples=1, check_runs=["4"], guarded_cc=_tool(), stream=Stream())
-  assert again == r and not log
+  assert again == r
+  assert not any(w in x for x in log for w in ("building", "profiling", "measuring"))
+  # --final=routed: the routed build whatever it measured, from the same builds.
+  routed = mb.measured_build(source, BUILD, "prog", ["3", "5"], out, policy=_model(),
+                             samples=1, check_runs=["4"], guarded_cc=_tool(),
+                             final_mode="routed", stream=Stream())
+  assert routed["shipped"] == "routed" and routed["selection_change_pct"] == {}
+  assert routed["binary"] == str(out / "guarded" / "src" / "prog")
+  assert not any("building" in x or "profiling" in x for x in log)
   other = mb.measured_build(source, BUILD, "prog", ["3", "5"], out, policy=_model(),
                             samples=1, check_runs=["2"], guarded_cc=_tool(), layouts=4,
                             stream=Stream())
@@ -168,6 +193,41 @@ def test_a_side_that_prints_otherwise_is_left_out(source, tmp_path):
   assert r["sides_kept"] == ["policy"] and r["sides_left_out"] == ["candidate-1"]
 
 
+def test_the_fastest_binary_is_shipped_and_ties_go_to_clang():
+  default = [100.0, 200.0]
+  name, pct = mb.fastest_binary(default, {"routed": [99.0, 199.0], "policy": [90.0, 230.0],
+                                          "candidate-1": [98.0, 198.0]})
+  assert name == "candidate-1" and list(pct) == ["routed", "policy", "candidate-1"]
+  assert pct["policy"] == pytest.approx(100 * ((0.9 * 1.15) ** 0.5 - 1))
+  # Nothing faster than clang's build: clang's is shipped, also on an exact tie.
+  assert mb.fastest_binary(default, {"routed": [101.0, 200.0], "policy": [100.0, 200.0]})[0] \
+      == "default"
+  assert mb.fastest_binary(default, {})[0] == "default"
+  # Equal figures: the first measured wins (the routed build comes first).
+  assert mb.fastest_binary(default, {"routed": [99.0, 200.0], "policy": [99.0, 200.0]})[0] \
+      == "routed"
+
+
+def test_a_routed_program_that_prints_otherwise_is_not_shipped(source, tmp_path):
+  # Fault injection: only the routed build (guarded_cc --policy_functions) prints another
+  # number; the sides and clang's agree, so one of them is shipped and nothing is lost.
+  build = BUILD.replace("-c main.c", "-c main.c $(case '{cc}' in *policy_functions*) "
+                        "echo -DOTHER_OUTPUT;; esac)")
+  log = []
+
+  class Stream:
+    def write(self, s):
+      log.append(s)
+
+    def flush(self):
+      pass
+  r = mb.measured_build(source, build, "prog", ["2"], tmp_path / "out", policy=_model(),
+                        guarded_cc=_tool(), stream=Stream())
+  assert "routed" not in r["selection_change_pct"] and r["shipped"] in ("default", "policy")
+  assert any("routed program printed something else" in x for x in log)
+  assert r["binary"] == str(tmp_path / "out" / r["shipped"] / "src" / "prog")
+
+
 def test_bad_input_is_named(source, tmp_path):
   with pytest.raises(mb.MeasuredBuildError, match=r"the build failed \(exit 1\); its log: .*build.log"):
     mb.measured_build(source, "{cc} -c missing.c", "prog", ["1"], tmp_path / "a",
@@ -184,6 +244,9 @@ def test_bad_input_is_named(source, tmp_path):
   with pytest.raises(mb.MeasuredBuildError, match="select_on: 'time' is not one of"):
     mb.measured_build(source, BUILD, "prog", ["1"], tmp_path / "e", policy=_model(),
                       guarded_cc=_tool(), select_on="time", stream=open("/dev/null", "w"))
+  with pytest.raises(mb.MeasuredBuildError, match="final: 'best' is not one of fastest, routed"):
+    mb.measured_build(source, BUILD, "prog", ["1"], tmp_path / "f", policy=_model(),
+                      guarded_cc=_tool(), final_mode="best", stream=open("/dev/null", "w"))
   with pytest.raises(mb.MeasuredBuildError, match="no --run"):
     mb.measured_build(source, BUILD, "prog", [], tmp_path / "d", policy=_model(),
                       guarded_cc=_tool(), stream=open("/dev/null", "w"))
