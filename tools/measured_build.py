@@ -52,10 +52,7 @@ def main(argv=None) -> int:
                   help="what each function's choice compares: estimated cycles, or only "
                        "their terms that do not move with the code's addresses "
                        "(instructions and data-cache misses)")
-  ap.add_argument("--final", choices=("fastest", "routed"), default="fastest",
-                  help="fastest (default): ship the fastest binary measured on the --run "
-                       "workloads (the routed build, a whole side's, or clang's); routed: "
-                       "always the per-function routed build")
+  cli.add_final_flag(ap, "fastest")
   ap.add_argument("--output", required=True, help="output dir (outside the source tree)")
   a = ap.parse_args(argv)
   if a.samples < 0 or a.layouts < 0:

@@ -32,7 +32,8 @@ import argparse
 import json
 import sys
 
-from mlgo.util.cli import add_candidate_flags, candidate_dirs, policy_path, user_path
+from mlgo.util.cli import (add_candidate_flags, add_final_flag, candidate_dirs, policy_path,
+                            user_path)
 
 
 def main(argv=None):
@@ -63,6 +64,7 @@ def main(argv=None):
                   help="with --measured_guard: what each function's choice compares: "
                        "estimated cycles, or only their terms that do not move with the "
                        "code's addresses (instructions and data-cache misses)")
+  add_final_flag(ap, "routed", "with --measured_guard: ")
   ap.add_argument("--pgo", action="store_true",
                   help="PGO builds on both sides: each program's own workload profiled "
                        "first (llc's block frequencies measured, not estimated)")
@@ -75,6 +77,8 @@ def main(argv=None):
     ap.error("--guarded and --measured_guard are two different guards; pick one")
   if a.select_on != "cycles" and not a.measured_guard:
     ap.error("--select_on goes with --measured_guard")
+  if a.final != "routed" and not a.measured_guard:
+    ap.error("--final goes with --measured_guard")
   candidates = candidate_dirs(ap, a, a.guarded or a.measured_guard)
   p = policy_path(a.policy)
   out = user_path(a.output)
@@ -86,7 +90,7 @@ def main(argv=None):
                            candidates=candidates,
                            samples=a.samples,
                            no_more_spill_code=a.no_more_spill_code,
-                           select_on=a.select_on)
+                           select_on=a.select_on, final=a.final)
   (out / "runtime_check.json").write_text(json.dumps(rows, indent=1) + "\n")
   runtime_report.plot(rows, out / "runtime_check.png")
   print(runtime_report.format_table(rows))

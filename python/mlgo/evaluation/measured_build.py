@@ -20,7 +20,8 @@ that takes its compiler from a command line (make CC=..., ./configure CC=..., a 
      against clang's build): the routed one, a side's whole build, or clang's own (ties
      to clang's). Each side's build was measured as the very binary it is; the routed one
      is new, and cachegrind's branch and I-cache terms move with its addresses, so a
-     per-function choice can lose as a whole (fastest_binary). final="routed": always
+     per-function choice can lose as a whole
+     (measured_guard.fastest_binary). final="routed": always
      the routed build.
   6. The shipped program and clang's run the --check runs (other inputs than the choice
      was made on: the figure to believe; the --run ones if none are given) under
@@ -35,7 +36,6 @@ its log named.
 """
 import dataclasses
 import json
-import math
 import pathlib
 import shlex
 import shutil
@@ -49,21 +49,6 @@ from mlgo.util.files import write_json_atomic
 
 class MeasuredBuildError(RuntimeError):
   pass
-
-
-FINAL = ("fastest", "routed")
-
-
-def fastest_binary(default_totals, measured: dict) -> tuple:
-  """(name, {name: geomean change in % against clang's build}) of the binary with the
-  lowest estimated cycles over the runs: one of `measured` ({name: [cycles per run]},
-  insertion order breaks ties) or "default" (clang's, kept on a tie with it)."""
-  def change(totals):
-    logs = [math.log(t / d) for t, d in zip(totals, default_totals) if d > 0 and t > 0]
-    return 100.0 * (math.exp(sum(logs) / len(logs)) - 1.0) if logs else 0.0
-  pct = {name: change(t) for name, t in measured.items()}
-  best = min(pct, key=pct.get, default=None)
-  return ("default" if best is None or pct[best] >= 0.0 else best), pct
 
 
 @dataclasses.dataclass
@@ -170,8 +155,8 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
   if select_on not in measured_guard.SELECT_ON:
     raise MeasuredBuildError(f"select_on: {select_on!r} is not one of "
                              f"{', '.join(measured_guard.SELECT_ON)}")
-  if final_mode not in FINAL:
-    raise MeasuredBuildError(f"final: {final_mode!r} is not one of {', '.join(FINAL)}")
+  if final_mode not in measured_guard.FINAL:
+    raise MeasuredBuildError(f"final: {final_mode!r} is not one of {', '.join(measured_guard.FINAL)}")
   out.mkdir(parents=True, exist_ok=True)
   tc = toolchain(22)
   all_sides = sides(policy, candidates, samples)
@@ -256,7 +241,7 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
       print("measured_build: the routed program printed something else than clang's "
             "build: not shipped", file=stream, flush=True)
     measured.update((s.name, costs[s.name]["totals"]) for s in kept)
-    shipped, selection = fastest_binary(costs["default"]["totals"], measured)
+    shipped, selection = measured_guard.fastest_binary(costs["default"]["totals"], measured)
     print(f"measured_build: shipping {shipped} (on the --run workloads: "
           + ", ".join(f"{k} {v:+.2f}%" for k, v in selection.items()) + ")",
           file=stream, flush=True)

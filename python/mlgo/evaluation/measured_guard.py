@@ -19,7 +19,9 @@ and a `summary:` line that the per-line counts must add up to.
 import collections
 import concurrent.futures as cf
 import json
+import math
 import pathlib
+import shutil
 
 from mlgo.evaluation.runtime_build import build_program, cachegrind, metrics
 from mlgo.evaluation.runtime_programs import program_args
@@ -105,6 +107,23 @@ def fastest_policy(default_cost: dict, policy_costs: list) -> dict:
   return route
 
 
+# What the measured guard ships: the fastest binary measured on the choice's workload, or
+# always the per-function routed build.
+FINAL = ("fastest", "routed")
+
+
+def fastest_binary(default_totals, measured: dict) -> tuple:
+  """(name, {name: geomean change in % against clang's build}) of the binary with the
+  lowest estimated cycles over the runs: one of `measured` ({name: [cycles per run]},
+  insertion order breaks ties) or "default" (clang's, kept on a tie with it)."""
+  def change(totals):
+    logs = [math.log(t / d) for t, d in zip(totals, default_totals) if d > 0 and t > 0]
+    return 100.0 * (math.exp(sum(logs) / len(logs)) - 1.0) if logs else 0.0
+  pct = {name: change(t) for name, t in measured.items()}
+  best = min(pct, key=pct.get, default=None)
+  return ("default" if best is None or pct[best] >= 0.0 else best), pct
+
+
 def summarize(default_cost: dict, policy_cost, chosen) -> dict:
   """The selection's figures on its own workload: totals of each side and of the choice
   (each function at the side it got; an estimate that assumes costs add up).
@@ -125,12 +144,15 @@ def summarize(default_cost: dict, policy_cost, chosen) -> dict:
 
 
 def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm_version,
-                   clang_flags, stream, select_on: str = "cycles"):
+                   clang_flags, stream, select_on: str = "cycles", final: str = "fastest"):
   """measured_guard's selected build of `prog`: the plain default build and a plain
   build of each policy in `pols` (the first is build_dirs["policy"]) run under
   cachegrind on the second workload (same output required); each function gets the
   allocation of the build that ran it fastest there (FunctionRouter on the channel for
-  more than one policy). Returns (its build dir, the selection's summary)."""
+  more than one policy): the routed build. final="fastest": the routed build runs the
+  second workload too, and the build returned is the fastest binary measured there
+  (fastest_binary: the routed one, a side's whole build, or the default's, copied so
+  that both sides have their own dir). Returns (its build dir, the selection's summary)."""
   from mlgo.env.policies import FunctionRouter  # pylint: disable=import-outside-toplevel
   sides = ["default", "policy"] + [f"candidate-{k}" for k in range(1, len(pols))]
   for k, side in enumerate(sides[2:], 1):
@@ -145,16 +167,16 @@ def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm
     f = out / prog.name / f"selection.cachegrind.{side}"
     print(f"runtime_check: running {prog.name} ({side}) on the second workload",
           file=stream, flush=True)
-    stdout, _ = cachegrind(pathlib.Path(build_dirs[side] / prog.name).resolve(), args,
-                           inp.parent, f, demangle=False)
-    return stdout, function_cycles(f, select_on)
+    stdout, events = cachegrind(pathlib.Path(build_dirs[side] / prog.name).resolve(), args,
+                                inp.parent, f, demangle=False)
+    return stdout, function_cycles(f, select_on), metrics(events)["cycles"]
   with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
     runs = list(ex.map(one, sides))
-  for side, (stdout, _) in zip(sides[1:], runs[1:]):
+  for side, (stdout, _, _) in zip(sides[1:], runs[1:]):
     if stdout != runs[0][0]:
       raise RuntimeError(f"{prog.name}: on the second workload the {side} build's output "
                          f"differs from the default build's; refusing to select")
-  d_cost, costs = runs[0][1], [c for _, c in runs[1:]]
+  d_cost, costs = runs[0][1], [c for _, c, _ in runs[1:]]
   route = fastest_policy(d_cost, costs)
   summary = summarize(d_cost, costs, route)
   d = out / prog.name / "measured"
@@ -165,6 +187,25 @@ def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm
   build_program(prog, src, d, problem, None, None, jobs=jobs, llvm_version=llvm_version,
                 guarded=True, clang_flags=clang_flags, policy=router,
                 policy_functions=sorted(route))
-  (d / "selection.json").write_text(json.dumps({**summary, "functions": sorted(route),
-                                                "route": route}, indent=0) + "\n")
+  if final == "fastest":
+    build_dirs["routed"] = d
+    stdout, _, routed = one("routed")
+    measured = {"routed": [routed]} if stdout == runs[0][0] else {}
+    measured.update((side, [total]) for side, (_, _, total) in zip(sides[1:], runs[1:]))
+    summary["shipped"], summary["binaries_pct"] = fastest_binary([runs[0][2]], measured)
+    print(f"runtime_check: {prog.name}: shipping {summary['shipped']} (on the second "
+          f"workload: " + ", ".join(f"{k} {v:+.2f}%" for k, v in
+                                   summary["binaries_pct"].items()) + ")",
+          file=stream, flush=True)
+    if summary["shipped"] == "default":   # its own copy: the layouts relink in place
+      shipped = out / prog.name / "shipped-default"
+      if shipped.exists():
+        shutil.rmtree(shipped)
+      shutil.copytree(build_dirs["default"], shipped, symlinks=True,
+                      ignore=shutil.ignore_patterns("layout-*"))
+      d = shipped
+    elif summary["shipped"] != "routed":
+      d = build_dirs[summary["shipped"]]
+  (out / prog.name / "measured" / "selection.json").write_text(
+      json.dumps({**summary, "functions": sorted(route), "route": route}, indent=0) + "\n")
   return d, summary

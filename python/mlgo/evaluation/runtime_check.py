@@ -26,7 +26,7 @@ import subprocess
 import sys
 
 from mlgo import problems as problems_lib
-from mlgo.evaluation.measured_guard import selected_build
+from mlgo.evaluation.measured_guard import FINAL, selected_build
 from mlgo.evaluation.runtime_build import (LAYOUT_RECIPE, build_program, cachegrind,
                                            layout_padding, metrics, relink_layout)
 from mlgo.evaluation.runtime_programs import (Program, prepare_program, program_args, select,
@@ -80,7 +80,7 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
         llvm_version: int = 22, stream=sys.stderr, guarded: bool = False,
         pgo: bool = False, layouts: int = 0, measured_guard: bool = False,
         candidates=(), samples: int = 0, no_more_spill_code=None,
-        select_on: str = "cycles") -> list:
+        select_on: str = "cycles", final: str = "routed") -> list:
   """guarded: the policy side is built with guarded compiles (mlgo.env.guarded; its
   build dir is <program>/guarded), its figures still under "policy" in the rows.
   candidates (policy dirs) and samples (that many sampled allocations of the policy,
@@ -92,7 +92,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
   the policy's allocation only where it ran faster on a second workload
   (write_workload(variant=1), mlgo.evaluation.measured_guard); the row's "selection"
   says how many functions kept it. select_on: what the choice compares per function
-  (measured_guard.SELECT_ON; the verdicts are always on estimated cycles).
+  (measured_guard.SELECT_ON; the verdicts are always on estimated cycles). final: the
+  measured guard's binary, "routed" or "fastest" (measured_guard.selected_build).
   pgo: both sides are PGO builds (-fprofile-instr-use with a profile of the program's
   own workload, taken once per output dir), so llc's block frequencies are measured;
   the comparison is then policy-with-profile against default-with-profile.
@@ -111,6 +112,9 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
                      "(guarded or measured_guard)")
   if select_on != "cycles" and not measured_guard:
     raise ValueError("runtime_check: select_on is for the measured guard")
+  if final not in FINAL or (final != "routed" and not measured_guard):
+    raise ValueError(f"runtime_check: final={final!r}: 'fastest' or 'routed', and only "
+                     f"for the measured guard")
   if no_more_spill_code and not guarded:
     raise ValueError("runtime_check: no_more_spill_code is a rule of the static guard "
                      "(guarded)")
@@ -166,7 +170,7 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
     if measured_guard:
       build_dirs["policy"], selection = selected_build(
           prog, src, out, build_dirs, second, problem, [pol] + others, jobs, llvm_version,
-          clang_flags, stream, select_on)
+          clang_flags, stream, select_on, final)
     # Every run still to make, both sides and every layout, `jobs` at a time: cachegrind
     # is single-threaded and its counts do not depend on what else runs.
     todo = [(v, 0) for v in ("default", "policy") if v not in res]

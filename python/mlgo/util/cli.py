@@ -89,6 +89,15 @@ def add_spill_code_flag(ap, prefix: str = ""):
                        "every nesting depth (loops; read from the objects)")
 
 
+def add_final_flag(ap, default: str, prefix: str = ""):
+  """--final: which binary the measured guard ships (measured_guard.fastest_binary)."""
+  ap.add_argument("--final", choices=("fastest", "routed"), default=default,
+                  help=prefix + "fastest: the fastest binary measured on the choice's own "
+                       "workload (the per-function routed build, one allocation's whole "
+                       "build, or clang's); routed: always the routed build "
+                       f"(default: {default})")
+
+
 def candidate_dirs(ap, a, guarded: bool) -> list:
   """The --candidates dirs (add_candidate_flags), checked: they and --samples need a
   guard, --no_more_spill_code the static one (--guarded), and --samples a count >= 0

@@ -165,8 +165,20 @@ def test_measured_guard_over_two_policies(tmp_path, monkeypatch):
             for m in ("models/regalloc_eviction", "models/regalloc_eviction_wide")]
   out = tmp_path / "rc"
   (row,) = rc.run("regalloc_eviction", models[0], out, programs=[PROGRAM],
-                  measured_guard=True, candidates=[models[1]])
+                  measured_guard=True, candidates=[models[1]], final="fastest")
   sel = json.loads((out / PROGRAM / "measured" / "selection.json").read_text())
+  # final="fastest": the routed build ran the second workload too, and the side measured
+  # is the fastest binary there (the default's own unless one is faster).
+  def whole(side):
+    events, per_fn = mg.function_events(out / PROGRAM / f"selection.cachegrind.{side}")
+    return rb.metrics(dict(zip(events, map(sum, zip(*per_fn.values())))))["cycles"]
+  base = whole("default")
+  want = {s: 100 * (whole(s) / base - 1) for s in ("routed", "policy", "candidate-1")}
+  assert sel["binaries_pct"] == pytest.approx(want, abs=1e-9)
+  best = min(want, key=want.get)
+  assert sel["shipped"] == (best if want[best] < 0 else "default")
+  if sel["shipped"] == "default":
+    assert row["policy"]["cycles"] == row["default"]["cycles"]
   assert sel["chosen_per_policy"][0] > 0 and sel["chosen_per_policy"][1] > 0
   assert row["selection"]["chosen"] == len(sel["route"])
   scores = {v: json.loads((out / PROGRAM / v / "functions.json").read_text())
@@ -181,3 +193,5 @@ def test_measured_guard_over_two_policies(tmp_path, monkeypatch):
   assert routed > 0
   with pytest.raises(ValueError, match="are for a guard"):
     rc.run("regalloc_eviction", models[0], out, programs=[PROGRAM], candidates=[models[1]])
+  with pytest.raises(ValueError, match="only for the measured guard"):
+    rc.run("regalloc_eviction", models[0], out, programs=[PROGRAM], final="fastest")
