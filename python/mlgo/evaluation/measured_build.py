@@ -35,6 +35,7 @@ an interrupted run continues where it stopped. A build that fails stops the run 
 its log named.
 """
 import dataclasses
+import hashlib
 import json
 import pathlib
 import shlex
@@ -94,7 +95,8 @@ def build(source, tree, command: str, compilers: dict, log, timeout: float = 720
 
 def profile(tree, program: str, runs, out_dir, tag: str, stack_shift: int = 0) -> tuple:
   """Runs `program` (relative to `tree`) on each run's arguments under cachegrind:
-  ([stdout bytes per run], {select_on: {function: its cost summed over the runs}},
+  ([sha256 of stdout per run: outputs can be large, only equality matters],
+  {select_on: {function: its cost summed over the runs}},
   [estimated cycles of each whole run], [instructions of each whole run])."""
   exe = tree / program
   if not exe.exists():
@@ -110,7 +112,7 @@ def profile(tree, program: str, runs, out_dir, tag: str, stack_shift: int = 0) -
     except subprocess.TimeoutExpired:
       raise MeasuredBuildError(f"{program} {run}: no end within an hour under "
                                f"cachegrind") from None
-    outputs.append(stdout)
+    outputs.append(hashlib.sha256(stdout).hexdigest())
     whole = metrics(events)
     totals.append(whole["cycles"])
     insns.append(whole["instructions"])
@@ -175,7 +177,8 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
         (d / stale).unlink(missing_ok=True)
     state = d / "profile.json"
     got = _done(state)
-    if got is None or set(got.get("functions", {})) != set(measured_guard.SELECT_ON):
+    if (got is None or set(got.get("functions", {})) != set(measured_guard.SELECT_ON)
+        or "output_sha256" not in got):
       print(f"measured_build: profiling {side.name} on {len(runs)} run(s)", file=stream,
             flush=True)
       try:
@@ -186,10 +189,10 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
         print(f"measured_build: {side.name}'s program failed ({e}): left out",
               file=stream, flush=True)
         continue
-      got = {"outputs": [o.decode("latin-1") for o in outputs], "functions": per_fn,
+      got = {"output_sha256": outputs, "functions": per_fn,
              "totals": totals}   # functions: {select_on: {function: cost}}
       write_json_atomic(state, got)
-    if side.name != "default" and got["outputs"] != costs["default"]["outputs"]:
+    if side.name != "default" and got["output_sha256"] != costs["default"]["output_sha256"]:
       print(f"measured_build: {side.name} printed something else than clang's build: "
             f"left out", file=stream, flush=True)
       continue
@@ -228,14 +231,14 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
   shipped, selection = "routed", {}
   if final_mode == "fastest":
     routed = _done(final / "profile.json")
-    if routed is None:
+    if routed is None or "output_sha256" not in routed:
       print("measured_build: profiling the routed program on the --run workloads",
             file=stream, flush=True)
       outputs, _, totals, _ = profile(final / "src", program, runs, final, "select")
-      routed = {"outputs": [o.decode("latin-1") for o in outputs], "totals": totals}
+      routed = {"output_sha256": outputs, "totals": totals}
       write_json_atomic(final / "profile.json", routed)
     measured = {}
-    if routed["outputs"] == costs["default"]["outputs"]:
+    if routed["output_sha256"] == costs["default"]["output_sha256"]:
       measured["routed"] = routed["totals"]
     else:
       print("measured_build: the routed program printed something else than clang's "
@@ -250,7 +253,7 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
   rows = []
   base = _check(out / "default", program, check, "check", stream, layouts)
   mine = _check(ship_dir, program, check, "check", stream, layouts)
-  if mine["outputs"] != base["outputs"]:
+  if mine["output_sha256"] != base["output_sha256"]:
     raise MeasuredBuildError(f"the shipped program printed something else than clang's "
                              f"build on the check runs; see {ship_dir / 'src'}")
   sides_by_run = []   # runtime_check's row shape: each side's metrics per layout
@@ -289,12 +292,12 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
 
 
 def _check(side_dir, program, runs, tag, stream, layouts: int = 0) -> dict:
-  """{"outputs": stdout per run, "totals": [estimated cycles per run] per layout,
+  """{"output_sha256": stdout's hash per run, "totals": [estimated cycles per run] per layout,
   "instructions": the same for instructions}."""
   state = side_dir / f"{tag}.json"
   got = _done(state)
   if (got is None or got.get("runs") != list(runs) or len(got["totals"]) != layouts + 1
-      or "instructions" not in got):
+      or "instructions" not in got or "output_sha256" not in got):
     print(f"measured_build: measuring {side_dir.name} on {len(runs)} check run(s)"
           + (f" in {layouts + 1} layouts" if layouts else ""), file=stream, flush=True)
     totals, insns, outputs = [], [], None
@@ -307,7 +310,7 @@ def _check(side_dir, program, runs, tag, stream, layouts: int = 0) -> dict:
                                  f"stack layout {i} than in layout 0")
       outputs = out_i
       totals.append(t)
-    got = {"outputs": [o.decode("latin-1") for o in outputs], "totals": totals,
+    got = {"output_sha256": outputs, "totals": totals,
            "instructions": insns, "runs": list(runs)}
     write_json_atomic(state, got)
   return got
