@@ -66,6 +66,15 @@ def _model():
   return cli.policy_path("models/regalloc_eviction")
 
 
+class Log(list):
+  """A stream that keeps what the tool printed, one write an item."""
+  def write(self, s):
+    self.append(s)
+
+  def flush(self):
+    pass
+
+
 def _ir(cg):
   events, per_fn = mg.function_events(cg)
   i = events.index("Ir")
@@ -74,16 +83,9 @@ def _ir(cg):
 
 def test_fastest_allocation_per_function(source, tmp_path):
   out = tmp_path / "out"
-  log = []
-
-  class Stream:
-    def write(self, s):
-      log.append(s)
-
-    def flush(self):
-      pass
+  log = Log()
   r = mb.measured_build(source, BUILD, "prog", ["3", "5"], out, policy=_model(), samples=1,
-                        check_runs=["4"], guarded_cc=_tool(), stream=Stream())
+                        check_runs=["4"], guarded_cc=_tool(), stream=log)
   assert r["sides_kept"] == ["policy", "candidate-1"] and r["sides_left_out"] == []
   # The shipped binary is the fastest of those measured on the --run workloads, each
   # against clang's build by the geomean over the runs; clang's own unless one is faster.
@@ -134,19 +136,19 @@ def test_fastest_allocation_per_function(source, tmp_path):
   # Again: everything is reused (no build, no profile); another check run only measures.
   log.clear()
   again = mb.measured_build(source, BUILD, "prog", ["3", "5"], out, policy=_model(),
-                            samples=1, check_runs=["4"], guarded_cc=_tool(), stream=Stream())
+                            samples=1, check_runs=["4"], guarded_cc=_tool(), stream=log)
   assert again == r
   assert not any(w in x for x in log for w in ("building", "profiling", "measuring"))
   # --final=routed: the routed build whatever it measured, from the same builds.
   routed = mb.measured_build(source, BUILD, "prog", ["3", "5"], out, policy=_model(),
                              samples=1, check_runs=["4"], guarded_cc=_tool(),
-                             final_mode="routed", stream=Stream())
+                             final_mode="routed", stream=log)
   assert routed["shipped"] == "routed" and routed["selection_change_pct"] == {}
   assert routed["binary"] == str(out / "guarded" / "src" / "prog")
   assert not any("building" in x or "profiling" in x for x in log)
   other = mb.measured_build(source, BUILD, "prog", ["3", "5"], out, policy=_model(),
                             samples=1, check_runs=["2"], guarded_cc=_tool(), layouts=4,
-                            stream=Stream())
+                            stream=log)
   assert other["runs"][0]["run"] == "2" and not any("building" in s for s in log)
   # Five stack layouts a side: the mean change and a rank-sum verdict.
   (row,) = other["runs"]
@@ -160,7 +162,7 @@ def test_fastest_allocation_per_function(source, tmp_path):
   log.clear()
   data = mb.measured_build(source, BUILD, "prog", ["3", "5"], out, policy=_model(),
                            samples=1, check_runs=["4"], guarded_cc=_tool(),
-                           select_on="data", stream=Stream())
+                           select_on="data", stream=log)
   assert data["select_on"] == "data" and not any("profiling" in x for x in log)
   dprof = {s: json.loads((out / s / "profile.json").read_text())["functions"]["data"]
            for s in ("default", "policy", "candidate-1")}
@@ -214,16 +216,9 @@ def test_a_routed_program_that_prints_otherwise_is_not_shipped(source, tmp_path)
   # number; the sides and clang's agree, so one of them is shipped and nothing is lost.
   build = BUILD.replace("-c main.c", "-c main.c $(case '{cc}' in *policy_functions*) "
                         "echo -DOTHER_OUTPUT;; esac)")
-  log = []
-
-  class Stream:
-    def write(self, s):
-      log.append(s)
-
-    def flush(self):
-      pass
+  log = Log()
   r = mb.measured_build(source, build, "prog", ["2"], tmp_path / "out", policy=_model(),
-                        guarded_cc=_tool(), stream=Stream())
+                        guarded_cc=_tool(), stream=log)
   assert "routed" not in r["selection_change_pct"] and r["shipped"] in ("default", "policy")
   assert any("routed program printed something else" in x for x in log)
   assert r["binary"] == str(tmp_path / "out" / r["shipped"] / "src" / "prog")
