@@ -53,10 +53,12 @@ def main(argv=None) -> int:
                        "their terms that do not move with the code's addresses "
                        "(instructions and data-cache misses)")
   cli.add_final_flag(ap, "fastest")
+  ap.add_argument("--jobs", type=int, default=2,
+                  help="profiled runs at a time (cachegrind uses one core a run)")
   ap.add_argument("--output", required=True, help="output dir (outside the source tree)")
   a = ap.parse_args(argv)
-  if a.samples < 0 or a.layouts < 0:
-    ap.error("--samples and --layouts must be >= 0")
+  if a.samples < 0 or a.layouts < 0 or a.jobs < 1:
+    ap.error("--samples and --layouts must be >= 0, --jobs >= 1")
   gcc = cli.built_file("tools/guarded_cc")
   if gcc is None:
     print("measured_build: tools/guarded_cc is not built; run `bazel build "
@@ -68,7 +70,7 @@ def main(argv=None) -> int:
                           candidates=[cli.policy_path(c) for c in a.candidates.split(",") if c],
                           samples=a.samples, check_runs=a.check, guarded_cc=gcc,
                           layouts=a.layouts, select_on=a.select_on,
-                          final_mode=a.final)
+                          final_mode=a.final, jobs=a.jobs)
   except mb.MeasuredBuildError as e:
     print(f"measured_build: {e}", file=sys.stderr)
     return 1

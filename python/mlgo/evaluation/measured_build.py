@@ -34,6 +34,7 @@ Everything lands in the output directory, and a step already done there is skipp
 an interrupted run continues where it stopped. A build that fails stops the run with
 its log named.
 """
+import concurrent.futures as cf
 import dataclasses
 import hashlib
 import json
@@ -93,16 +94,19 @@ def build(source, tree, command: str, compilers: dict, log, timeout: float = 720
     raise MeasuredBuildError(f"the build failed (exit {r.returncode}); its log: {log}")
 
 
-def profile(tree, program: str, runs, out_dir, tag: str, stack_shift: int = 0) -> tuple:
-  """Runs `program` (relative to `tree`) on each run's arguments under cachegrind:
+def profile(tree, program: str, runs, out_dir, tag: str, stack_shift: int = 0,
+            jobs: int = 1) -> tuple:
+  """Runs `program` (relative to `tree`) on each run's arguments under cachegrind, `jobs`
+  at a time (cachegrind is single-threaded, and its counts do not depend on the load):
   ([sha256 of stdout per run: outputs can be large, only equality matters],
   {select_on: {function: its cost summed over the runs}},
   [estimated cycles of each whole run], [instructions of each whole run])."""
   exe = tree / program
   if not exe.exists():
     raise MeasuredBuildError(f"the build made no {program} (looked for {exe})")
-  outputs, per_fn, totals, insns = [], {k: {} for k in measured_guard.SELECT_ON}, [], []
-  for i, run in enumerate(runs):
+
+  def one(item):
+    i, run = item
     cg = out_dir / f"cg.{tag}.{i}"
     try:
       stdout, events = cachegrind(exe, shlex.split(run), tree, cg, demangle=False,
@@ -112,16 +116,18 @@ def profile(tree, program: str, runs, out_dir, tag: str, stack_shift: int = 0) -
     except subprocess.TimeoutExpired:
       raise MeasuredBuildError(f"{program} {run}: no end within an hour under "
                                f"cachegrind") from None
-    outputs.append(hashlib.sha256(stdout).hexdigest())
-    whole = metrics(events)
-    totals.append(whole["cycles"])
-    insns.append(whole["instructions"])
+    return hashlib.sha256(stdout).hexdigest(), metrics(events), cg
+  with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+    done = list(ex.map(one, enumerate(runs)))
+  per_fn = {k: {} for k in measured_guard.SELECT_ON}
+  for _, _, cg in done:
     names, counts = measured_guard.function_events(cg)   # the file read once
     for f, c in counts.items():
       m = metrics(dict(zip(names, c)))
       for k, fns in per_fn.items():
         fns[f] = fns.get(f, 0) + m[measured_guard.SELECT_ON[k]]
-  return outputs, per_fn, totals, insns
+  return ([h for h, _, _ in done], per_fn, [w["cycles"] for _, w, _ in done],
+          [w["instructions"] for _, w, _ in done])
 
 
 def program_functions(exe) -> set:
@@ -144,7 +150,7 @@ def _done(path) -> dict | None:
 def measured_build(source, command: str, program: str, runs, output, *, policy,
                    candidates=(), samples: int = 0, check_runs=(), guarded_cc,
                    layouts: int = 0, select_on: str = "cycles", final_mode: str = "fastest",
-                   stream=sys.stderr) -> dict:
+                   jobs: int = 2, stream=sys.stderr) -> dict:
   """The module docstring's steps; returns the report (also in output/report.json)."""
   from mlgo.util.toolchain import toolchain  # pylint: disable=import-outside-toplevel
   source, out = pathlib.Path(source).resolve(), pathlib.Path(output).resolve()
@@ -182,7 +188,8 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
       print(f"measured_build: profiling {side.name} on {len(runs)} run(s)", file=stream,
             flush=True)
       try:
-        outputs, per_fn, totals, _ = profile(d / "src", program, runs, d, "select")
+        outputs, per_fn, totals, _ = profile(d / "src", program, runs, d, "select",
+                                             jobs=jobs)
       except MeasuredBuildError as e:
         if side.name == "default":
           raise
@@ -234,7 +241,8 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
     if routed is None or "output_sha256" not in routed:
       print("measured_build: profiling the routed program on the --run workloads",
             file=stream, flush=True)
-      outputs, _, totals, _ = profile(final / "src", program, runs, final, "select")
+      outputs, _, totals, _ = profile(final / "src", program, runs, final, "select",
+                                      jobs=jobs)
       routed = {"output_sha256": outputs, "totals": totals}
       write_json_atomic(final / "profile.json", routed)
     measured = {}
@@ -251,8 +259,8 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
   ship_dir = final if shipped == "routed" else out / shipped
   check = list(check_runs) or list(runs)
   rows = []
-  base = _check(out / "default", program, check, "check", stream, layouts)
-  mine = _check(ship_dir, program, check, "check", stream, layouts)
+  base = _check(out / "default", program, check, "check", stream, layouts, jobs)
+  mine = _check(ship_dir, program, check, "check", stream, layouts, jobs)
   if mine["output_sha256"] != base["output_sha256"]:
     raise MeasuredBuildError(f"the shipped program printed something else than clang's "
                              f"build on the check runs; see {ship_dir / 'src'}")
@@ -291,27 +299,27 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
   return report
 
 
-def _check(side_dir, program, runs, tag, stream, layouts: int = 0) -> dict:
-  """{"output_sha256": stdout's hash per run, "totals": [estimated cycles per run] per layout,
-  "instructions": the same for instructions}."""
+def _check(side_dir, program, runs, tag, stream, layouts: int = 0, jobs: int = 1) -> dict:
+  """{"output_sha256": stdout's hash per run, "totals": [estimated cycles per run] per
+  layout, "instructions": the same for instructions}; the layouts `jobs` at a time."""
   state = side_dir / f"{tag}.json"
   got = _done(state)
   if (got is None or got.get("runs") != list(runs) or len(got["totals"]) != layouts + 1
       or "instructions" not in got or "output_sha256" not in got):
     print(f"measured_build: measuring {side_dir.name} on {len(runs)} check run(s)"
           + (f" in {layouts + 1} layouts" if layouts else ""), file=stream, flush=True)
-    totals, insns, outputs = [], [], None
-    for i in range(layouts + 1):
-      out_i, _, t, ins = profile(side_dir / "src", program, runs, side_dir, f"{tag}.{i}",
-                                 stack_shift=layout_padding(i)[3] if i else 0)
-      insns.append(ins)
-      if outputs is not None and out_i != outputs:
+
+    def layout(i):
+      return profile(side_dir / "src", program, runs, side_dir, f"{tag}.{i}",
+                     stack_shift=layout_padding(i)[3] if i else 0)
+    with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+      done = list(ex.map(layout, range(layouts + 1)))
+    for i, (out_i, _, _, _) in enumerate(done):
+      if out_i != done[0][0]:
         raise MeasuredBuildError(f"{side_dir / 'src' / program} prints something else in "
                                  f"stack layout {i} than in layout 0")
-      outputs = out_i
-      totals.append(t)
-    got = {"output_sha256": outputs, "totals": totals,
-           "instructions": insns, "runs": list(runs)}
+    got = {"output_sha256": done[0][0], "totals": [t for _, _, t, _ in done],
+           "instructions": [ins for _, _, _, ins in done], "runs": list(runs)}
     write_json_atomic(state, got)
   return got
 
