@@ -144,7 +144,7 @@ def summarize(default_cost: dict, policy_cost, chosen) -> dict:
 
 
 def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm_version,
-                   clang_flags, stream, select_on: str = "cycles", final: str = "fastest"):
+                   clang_flags, stream, select_on: str = "cycles", final: str = "routed"):
   """measured_guard's selected build of `prog`: the plain default build and a plain
   build of each policy in `pols` (the first is build_dirs["policy"]) run under
   cachegrind on the second workload (same output required); each function gets the
@@ -162,12 +162,13 @@ def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm
                   llvm_version=llvm_version, clang_flags=clang_flags, policy=pols[k])
   inp, script = second
   args = program_args(prog, inp, script, relative=True, selection=True)
+  dirs = dict(build_dirs)   # and the routed build's, once made
 
   def one(side):
     f = out / prog.name / f"selection.cachegrind.{side}"
     print(f"runtime_check: running {prog.name} ({side}) on the second workload",
           file=stream, flush=True)
-    stdout, events = cachegrind(pathlib.Path(build_dirs[side] / prog.name).resolve(), args,
+    stdout, events = cachegrind(pathlib.Path(dirs[side] / prog.name).resolve(), args,
                                 inp.parent, f, demangle=False)
     return stdout, function_cycles(f, select_on), metrics(events)["cycles"]
   with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
@@ -188,7 +189,7 @@ def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm
                 guarded=True, clang_flags=clang_flags, policy=router,
                 policy_functions=sorted(route))
   if final == "fastest":
-    build_dirs["routed"] = d
+    dirs["routed"] = d
     stdout, _, routed = one("routed")
     measured = {"routed": [routed]} if stdout == runs[0][0] else {}
     measured.update((side, [total]) for side, (_, _, total) in zip(sides[1:], runs[1:]))
