@@ -20,9 +20,8 @@ that takes its compiler from a command line (make CC=..., ./configure CC=..., a 
      against clang's build): the routed one, a side's whole build, or clang's own (ties
      to clang's). Each side's build was measured as the very binary it is; the routed one
      is new, and cachegrind's branch and I-cache terms move with its addresses, so a
-     per-function choice can lose as a whole
-     (measured_guard.fastest_binary). final="routed": always
-     the routed build.
+     per-function choice can lose as a whole (measured_guard.fastest_binary).
+     final="routed": always the routed build.
   6. The shipped program and clang's run the --check runs (other inputs than the choice
      was made on: the figure to believe; the --run ones if none are given) under
      cachegrind: estimated cycles per run, in report.json / report.md / report.png.
@@ -164,7 +163,8 @@ def measured_build(source, command: str, program: str, runs, output, *, policy,
     raise MeasuredBuildError(f"select_on: {select_on!r} is not one of "
                              f"{', '.join(measured_guard.SELECT_ON)}")
   if final_mode not in measured_guard.FINAL:
-    raise MeasuredBuildError(f"final: {final_mode!r} is not one of {', '.join(measured_guard.FINAL)}")
+    raise MeasuredBuildError(f"final: {final_mode!r} is not one of "
+                             f"{', '.join(measured_guard.FINAL)}")
   out.mkdir(parents=True, exist_ok=True)
   tc = toolchain(22)
   all_sides = sides(policy, candidates, samples)
