@@ -10,7 +10,12 @@ import traceback
 from mlgo.workers.base import QueuedPool, TaskResult, WorkerPool
 
 
-def _worker_main(conn):
+def _worker_main(conn, environ):
+  # The pool creator's environment now, as a fork of it would see it: forkserver children
+  # inherit the server's, which started once and misses later settings (a test's
+  # $MLGO_PROBLEMS_PATH, a tool's MLGO_WORKERS).
+  os.environ.clear()
+  os.environ.update(environ)
   # Own process group: cancelling kills this worker and the compilers it started.
   try:
     os.setsid()
@@ -42,7 +47,8 @@ class _Worker:
 
   def __init__(self, ctx):
     self.conn, child = ctx.Pipe(duplex=True)
-    self.proc = ctx.Process(target=_worker_main, args=(child,), daemon=True)
+    self.proc = ctx.Process(target=_worker_main, args=(child, dict(os.environ)),
+                            daemon=True)
     self.proc.start()
     child.close()
     self.task = None  # (task_id, args, start)
