@@ -13,4 +13,4 @@ from mlgo.training.cli import train_main
 if __name__ == "__main__":
   from mlgo.util.files import private_tempdir
   private_tempdir()  # nothing the tool or TensorFlow writes is left in /tmp
-  sys.exit(train_main(problem="inlining", default_gin="configs/inlining.gin"))
+  sys.exit(train_main(problem="inlining"))

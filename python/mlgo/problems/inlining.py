@@ -184,3 +184,12 @@ def make_problem(with_ir2vec: bool = False, with_context: bool = False) -> Probl
       probe_volatile=volatile,
       channel_plugin=context_plugin if with_context else None,
   )
+
+
+PROBLEMS = {
+    "inlining": make_problem,
+    "inlining_ir2vec": lambda: make_problem(with_ir2vec=True),
+    # Call-site context from the context plugin (CONTEXT_FEATURES).
+    "inlining_ctx": lambda: make_problem(with_context=True),
+    "inlining_ir2vec_ctx": lambda: make_problem(with_ir2vec=True, with_context=True),
+}

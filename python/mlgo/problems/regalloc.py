@@ -315,6 +315,15 @@ def make_priority_problem() -> Problem:
   )
 
 
+
+PROBLEMS = {
+    "regalloc_eviction": make_eviction_problem,
+    "regalloc_priority": make_priority_problem,
+    # The same decisions scored by the learned performance model.
+    "regalloc_eviction_perf": lambda: with_perf_reward(make_eviction_problem()),
+    "regalloc_priority_perf": lambda: with_perf_reward(make_priority_problem()),
+}
+
 # --- remarks ---------------------------------------------------------------------------
 
 _DOC_SPLIT = re.compile(r"^--- ", re.M)

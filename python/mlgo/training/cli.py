@@ -17,7 +17,8 @@ USAGE = """Train a policy with PPO, the policy in the compiler's loop.
   --corpus=DIR --output=DIR [--warmstart=POLICY_DIR] [--trace=DIR]
   [--gin_files=configs/X.gin] [--gin_bindings=PPOConfig.jobs=2] [--iterations=N]
   [--time_budget=SECONDS]
-Killing it (even with SIGKILL) and running the same command again resumes from the last
+Without --gin_files the problem's own gin file is read (configs/PROBLEM.gin, or its base
+problem's). Killing it (even with SIGKILL) and running the same command again resumes from the last
 finished iteration. --output gets: policy/ (latest), policies/iter-N/, checkpoint/,
 tensorboard/, log.jsonl, operative_config.gin. Without --corpus the default corpus is
 used (built once).
@@ -58,7 +59,14 @@ class _GinSearchMisses(logging.Filter):
                 and record.pathname.endswith(os.path.join("gin", "resource_reader.py")))
 
 
-def train_main(argv=None, problem: str | None = None, default_gin: str | None = None):
+def _problem_gin(problem_name: str) -> list:
+  """The problem's own gin file (mlgo.problems.gin_file), as a --gin_files default."""
+  from mlgo.problems import gin_file  # pylint: disable=import-outside-toplevel
+  path = gin_file(problem_name)
+  return [str(path)] if path is not None else []
+
+
+def train_main(argv=None, problem: str | None = None):
   ap = argparse.ArgumentParser(description=USAGE,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--problem", default=problem or "inlining")
@@ -73,9 +81,7 @@ def train_main(argv=None, problem: str | None = None, default_gin: str | None = 
   workers.add_flags(ap)
   a = ap.parse_args(argv)
   workers.apply_flags(a)
-  default_gin = default_gin or f"configs/{a.problem}.gin"
-  gin_files = a.gin_files if a.gin_files is not None else (
-      [default_gin] if repo_root() is not None and (repo_root() / default_gin).exists() else [])
+  gin_files = a.gin_files if a.gin_files is not None else _problem_gin(a.problem)
   parse_and_bind_gin(gin_files, a.gin_bindings)
   import gin  # pylint: disable=import-outside-toplevel
   from mlgo.training import ppo  # pylint: disable=import-outside-toplevel
@@ -137,7 +143,7 @@ def pipeline_main(argv=None, problem: str = "regalloc_eviction"):
   workers.add_flags(ap)
   a = ap.parse_args(argv)
   workers.apply_flags(a)
-  gin_files = a.gin_files if a.gin_files is not None else [f"configs/{a.problem}.gin"]
+  gin_files = a.gin_files if a.gin_files is not None else _problem_gin(a.problem)
   from mlgo.training import pipeline  # pylint: disable=import-outside-toplevel,unused-import
   parse_and_bind_gin(gin_files, a.gin_bindings)
   import gin  # pylint: disable=import-outside-toplevel

@@ -57,6 +57,10 @@ def _support_files() -> dict:
   return plugins.support_files(_PKG_DIR.parents[1])
 
 
+def _forwarded(*names) -> dict:
+  return {n: os.environ[n] for n in names if os.environ.get(n)}
+
+
 def connect(address: str | None = None, *, num_cpus: int | None = None):
   """Connects this process to a Ray cluster once: `address` (or $RAY_ADDRESS); without
   either, starts a single-node cluster on this machine. Returns the ray module."""
@@ -73,7 +77,10 @@ def connect(address: str | None = None, *, num_cpus: int | None = None):
               runtime_env={"py_modules": [str(_PKG_DIR)],
                            # Ray's workers load numpy before mlgo: pass the setting.
                            "env_vars": {"OPENBLAS_NUM_THREADS":
-                                        os.environ.get("OPENBLAS_NUM_THREADS", "1")}},
+                                        os.environ.get("OPENBLAS_NUM_THREADS", "1"),
+                                        # Problem files outside the package: each node
+                                        # needs them at the same path.
+                                        **_forwarded("MLGO_PROBLEMS_PATH")}},
               namespace="mlgo")
     if address:
       kw["address"] = address
