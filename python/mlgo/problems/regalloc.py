@@ -315,7 +315,6 @@ def make_priority_problem() -> Problem:
   )
 
 
-
 PROBLEMS = {
     "regalloc_eviction": make_eviction_problem,
     "regalloc_priority": make_priority_problem,
@@ -323,6 +322,7 @@ PROBLEMS = {
     "regalloc_eviction_perf": lambda: with_perf_reward(make_eviction_problem()),
     "regalloc_priority_perf": lambda: with_perf_reward(make_priority_problem()),
 }
+
 
 # --- remarks ---------------------------------------------------------------------------
 

@@ -18,10 +18,10 @@ USAGE = """Train a policy with PPO, the policy in the compiler's loop.
   [--gin_files=configs/X.gin] [--gin_bindings=PPOConfig.jobs=2] [--iterations=N]
   [--time_budget=SECONDS]
 Without --gin_files the problem's own gin file is read (configs/PROBLEM.gin, or its base
-problem's). Killing it (even with SIGKILL) and running the same command again resumes from the last
-finished iteration. --output gets: policy/ (latest), policies/iter-N/, checkpoint/,
-tensorboard/, log.jsonl, operative_config.gin. Without --corpus the default corpus is
-used (built once).
+problem's). Killing it (even with SIGKILL) and running the same command again resumes
+from the last finished iteration. --output gets: policy/ (latest), policies/iter-N/,
+checkpoint/, tensorboard/, log.jsonl, operative_config.gin. Without --corpus the default
+corpus is used (built once).
 """
 
 

@@ -1,7 +1,7 @@
 """A toy fourth problem, the README's worked example of adding one: inlining for size
 where the policy sees five of the inliner's features and decides with a 16-unit network.
 It reuses LLVM's ML inliner channel and the inlining problem's glue (default decision,
-answer check, .text reward, MLP architecture); everything else the shared code needs is said here."""
+answer check, .text reward, MLP architecture); the rest is said here."""
 import numpy as np
 
 from mlgo.problems import inlining
