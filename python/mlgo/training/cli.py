@@ -60,10 +60,17 @@ class _GinSearchMisses(logging.Filter):
 
 
 def _problem_gin(problem_name: str) -> list:
-  """The problem's own gin file (mlgo.problems.gin_file), as a --gin_files default."""
+  """The problem's own gin file (mlgo.problems.gin_file), as a --gin_files default; says
+  which one, or that there is none (the code's defaults then hold, e.g. a full-size
+  budget), so a run never trains on other settings than the user thinks."""
   from mlgo.problems import gin_file  # pylint: disable=import-outside-toplevel
   path = gin_file(problem_name)
-  return [str(path)] if path is not None else []
+  if path is None:
+    print(f"gin: no gin file for {problem_name} (configs/{problem_name}.gin or beside its "
+          "problem file); the configs' code defaults apply", file=sys.stderr)
+    return []
+  print(f"gin: {path}", file=sys.stderr)
+  return [str(path)]
 
 
 def train_main(argv=None, problem: str | None = None):

@@ -42,7 +42,9 @@ def test_a_problem_file_and_a_gin_file_train_end_to_end(problem_dir, tmp_path, c
   capsys.readouterr()
   assert cli.pipeline_main(["--problem=inline_few", f"--corpus={corpus}",
                             f"--output={out}"]) == 0
-  last = capsys.readouterr().out.strip().splitlines()[-1]
+  printed = capsys.readouterr()
+  assert f"gin: {problem_dir / 'inline_few.gin'}" in printed.err
+  last = printed.out.strip().splitlines()[-1]
   m = re.fullmatch(r"modules=1 default_text=(\d+) policy_text=(\d+) change=[+-]\d+\.\d\d% "
                    r"regressions=[01]", last)
   assert m, last
