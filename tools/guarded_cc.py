@@ -26,7 +26,9 @@ sampled allocations of --policy after the candidates; to profile sample k, build
 cost comparison: per function the lowest cost of clang's allocation, --policy's and each
 candidate's (one llc run each, and one more). --no_more_spill_code lets an allocation win
 a function only if it also adds no spill code counted without block frequencies: in the
-whole function, or with --no_more_spill_code=loops inside loops at every nesting depth.
+whole function, or with --no_more_spill_code=loops inside loops at every nesting depth;
+--no_more_spill_code=perf only if the learned performance model does not estimate it
+slower than clang's.
 --log=FILE appends one JSON line per object (source, per-object cost totals, llc runs,
 functions that kept the policy's decisions, and with candidates each one's `route`).
 """

@@ -34,6 +34,13 @@ code may move out of loops or within the function's straight-line code, but a wi
 puts more spill code into some loop nest (betting on which of the loop's blocks run) is
 not kept. Neither made the static guard safe for run time (README; for "loops" the
 largest measured gains have more spill code in loops: SELECTION_RULES.md, stop 61).
+A third rule, "perf", asks a second judge instead of a count: a side may win a function
+only if the learned performance model (mlgo.problems.regalloc.perf_reward: estimated
+cycles per call from each block's machine code, weighted by llc's block frequencies)
+does not call it costlier than the default's. The two judges weigh different things (the
+remarks: spill code at fixed weights; the model: every instruction of the block at the
+cost profiled programs measured), so a win both agree on is less likely to be one
+judge's error. Every judged compile then also writes llc's basic-block address map.
 
 Release use: with policy=None the policy compile is llc's own release advisor (e.g.
 `tool_path` = the release prefix's llc with its compiled-in model, `policy_flags` =
@@ -55,8 +62,8 @@ import tempfile
 
 from mlgo.env import core, tracer as tracer_lib
 from mlgo.env.policies import CompilerDefault, FunctionRouter
-from mlgo.profiles import loops as loops_lib
-from mlgo.problems import get_problem
+from mlgo.profiles import bbmap, loops as loops_lib
+from mlgo.problems import get_problem, regalloc as regalloc_problems
 
 POLICY_FUNCTIONS_OPTION = "-regalloc-trace-policy-functions"
 # Scores are sums of block frequencies times weights; the same allocation gives the
@@ -124,7 +131,9 @@ def candidate_policies(policy, candidate_dirs=(), samples: int = 0, problem=None
   return out
 
 
-SPILL_CODE_RULES = ("function", "loops")
+SPILL_CODE_RULES = ("function", "loops", "perf")
+# The rules that read each allocation's object.
+_OBJECT_RULES = ("loops", "perf")
 
 
 def spill_code_rule(value):
@@ -177,6 +186,12 @@ def _spill_code(problem, rule, result, obj) -> dict:
       return loops_lib.spill_code_in_loops(obj)
     except (OSError, ValueError) as e:
       raise _UnreadableObject(f"cannot read the loops of the object: {e}") from e
+  if rule == "perf":
+    try:
+      return regalloc_problems.perf_reward({"object": obj})["functions"]
+    except (OSError, ValueError) as e:
+      raise _UnreadableObject(f"cannot score the object with the performance model: "
+                              f"{e}") from e
   counts = result.reward.get("spill_code") if isinstance(result.reward, dict) else None
   if counts is None:
     raise ValueError(f"{problem.name}: its reward has no frequency-free spill-code count "
@@ -198,9 +213,9 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
   the module gets the default's, and `mismatches` then lists functions whose score is
   not the chosen side's. candidates (per-function problems): more policies to choose
   from per function (module docstring); a failed candidate compile fails the guarded
-  compile. no_more_spill_code: the module docstring's rule, False, True ("function") or
-  "loops" (the default is then compiled here even if default_scores are given, for its
-  counts). Never raises for compile failures: a failed compile is the result (result.ok
+  compile. no_more_spill_code: the module docstring's rule, False, True ("function"),
+  "loops" or "perf" (the default is then compiled here even if default_scores are given,
+  for its counts; "perf" needs the cost model, a ValueError otherwise). Never raises for compile failures: a failed compile is the result (result.ok
   False, reason set)."""
   if policy is None and not policy_flags:
     raise ValueError("guarded_compile: no policy and no policy_flags")
@@ -219,29 +234,34 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                      "problem and no explicit policy_functions")
   if rule:
     default_scores = None          # compiled here: its spill-code counts are needed
+  judge_flags = list(bbmap.FLAGS_LLC) if rule == "perf" else []
+  if rule == "perf":
+    regalloc_problems.load_perf_model()   # a missing model stops here, not per module
   if problem.key == "module":
     return _guarded_module(module, problem, policy, default_scores, llvm_version, timeout,
                            output_path, tool_path, policy_flags)
   missing = problem.missing_score if problem.missing_score is not None else 0.0
   with tempfile.TemporaryDirectory(prefix="mlgo-guard-") as tmp:
-    # The "loops" rule reads every allocation's object.
-    objs = {k: os.path.join(tmp, k + ".o") if output_path or rule == "loops" else None
+    # The "loops" and "perf" rules read every allocation's object.
+    keep = rule in _OBJECT_RULES
+    objs = {k: os.path.join(tmp, k + ".o") if output_path or keep else None
             for k in ("default", "policy", "guarded")}
-    cand_objs = [os.path.join(tmp, f"candidate{i}.o") if rule == "loops" else None
+    cand_objs = [os.path.join(tmp, f"candidate{i}.o") if keep else None
                  for i in range(len(candidates))]
     compiles = 0
     default_result = None
     if default_scores is None:
       default_result = core.compile_module(module, problem, CompilerDefault(),
                                            llvm_version=llvm_version, timeout=timeout,
-                                           output_path=objs["default"], tool_path=tool_path)
+                                           output_path=objs["default"], tool_path=tool_path,
+                                           extra_flags=judge_flags)
       compiles += 1
       if not default_result.ok:
         return GuardedResult(default_result, {}, {}, {}, [], compiles, [])
       default_scores = dict(problem.score_fn(default_result.reward))
     pol = core.compile_module(module, problem, policy, llvm_version=llvm_version,
                               timeout=timeout, output_path=objs["policy"],
-                              tool_path=tool_path, extra_flags=policy_flags)
+                              tool_path=tool_path, extra_flags=policy_flags + judge_flags)
     compiles += 1
     if not pol.ok:
       return GuardedResult(pol, {}, default_scores, {}, [], compiles, [], pol)
@@ -257,7 +277,7 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                            default_scores, policy_scores, [], compiles, [], pol)
     for cand, cand_obj in zip(candidates, cand_objs):
       c = core.compile_module(module, problem, cand, llvm_version=llvm_version,
-                              timeout=timeout, output_path=cand_obj)
+                              timeout=timeout, output_path=cand_obj, extra_flags=judge_flags)
       compiles += 1
       if not c.ok:
         return GuardedResult(c, {}, default_scores, policy_scores, [], compiles, [], pol)

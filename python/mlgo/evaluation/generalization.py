@@ -121,7 +121,9 @@ def write_report(problem_name, policy, guarded, rows, out, guard_choice=None) ->
 def markdown(report: dict) -> str:
   guarded, more = "", report.get("guard_choice") or {}
   rule = {"function": ", none adding spill code", True: ", none adding spill code",
-          "loops": ", none adding spill code to a loop"}.get(more.get("no_more_spill_code"), "")
+          "loops": ", none adding spill code to a loop",
+          "perf": ", none the performance model estimates slower"}.get(
+              more.get("no_more_spill_code"), "")
   if more.get("candidates") or more.get("samples"):
     guarded = (f" (guarded: per function the best of the default, the policy, "
                f"{', '.join(more['candidates']) or 'no other policy'} and "

@@ -197,12 +197,18 @@ def reward(outputs: dict) -> dict:
   return reward_from_remarks(text, [c for c in outputs.get("contexts", ()) if c])
 
 
-def perf_reward(outputs: dict) -> dict:
-  """The performance-model reward dict (module docstring) of a compile's object."""
+def load_perf_model():
+  """The learned block cost model (cost_model.shipped_model_path); a ValueError saying
+  which file is missing or unreadable."""
   try:
-    model = cost_model.load_cached()
+    return cost_model.load_cached()
   except cost_model.ModelError as e:
     raise ValueError(str(e)) from e
+
+
+def perf_reward(outputs: dict) -> dict:
+  """The performance-model reward dict (module docstring) of a compile's object."""
+  model = load_perf_model()
   # A module of data only (tables, no functions) has no blocks and costs nothing.
   bl = blocks_lib.disassemble(outputs["object"], allow_empty=True)
   if bl and not any(b.rel_freq is not None for b in bl):

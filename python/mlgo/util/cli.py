@@ -79,14 +79,16 @@ def add_candidate_flags(ap, guard: str = "--guarded"):
 
 
 def add_spill_code_flag(ap, prefix: str = ""):
-  """--no_more_spill_code[=function|loops]: the static guard's rule (mlgo.env.guarded);
-  alone it means "function"."""
+  """--no_more_spill_code[=function|loops|perf]: the static guard's rule
+  (mlgo.env.guarded); alone it means "function"."""
   ap.add_argument("--no_more_spill_code", nargs="?", const="function", default=None,
-                  choices=("function", "loops"),
+                  choices=("function", "loops", "perf"),
                   help=prefix + "a policy's or candidate's allocation wins a function only "
                        "if it also adds no spill code counted without block frequencies: "
                        "in the whole function (function, the default), or inside loops at "
-                       "every nesting depth (loops; read from the objects)")
+                       "every nesting depth (loops; read from the objects); or (perf) only "
+                       "if the learned performance model does not estimate it slower "
+                       "than the default's")
 
 
 def add_final_flag(ap, default: str, prefix: str = ""):

@@ -298,9 +298,59 @@ def test_no_more_spill_code_in_loops(combined, tmp_path, monkeypatch):
   blocked = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
                                     candidates=cands, no_more_spill_code="loops")
   assert blocked.ok and not with_loops & set(blocked.route)
-  with pytest.raises(ValueError, match="'hot' is not one of function, loops"):
+  with pytest.raises(ValueError, match="'hot' is not one of function, loops, perf"):
     guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
                             no_more_spill_code="hot")
+
+
+def test_no_more_estimated_cycles(combined, tmp_path, monkeypatch):
+  """no_more_spill_code="perf": a side wins a function only if the learned performance
+  model, reading that side's object (with llc's block address map), does not estimate
+  the function slower than in the default's object; among those, the lowest remarks
+  cost. A missing cost model stops the guard with its path."""
+  from mlgo.profiles import bbmap
+  p = policy_io.load_policy(lib.shipped_eviction_model())
+  cands = guarded.candidate_policies(p, [], 2, "regalloc_eviction")
+  free = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                                 candidates=cands)
+  g = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                              candidates=cands, no_more_spill_code="perf")
+  assert g.ok and g.mismatches == [] and g.compiles == 2 + len(cands) + (1 if g.route else 0)
+  cycles = []
+  for i, x in enumerate([env.CompilerDefault(), LowestColumn()] + cands):
+    _scores(combined, "regalloc_eviction", x, tmp_path / f"{i}.o", bbmap.FLAGS_LLC)
+    cycles.append(regalloc.perf_reward({"object": str(tmp_path / f"{i}.o")})["functions"])
+  dflt, sides = cycles[0], cycles[1:]
+  assert any(v > 0 for v in dflt.values())
+
+  def allowed(k, f):
+    return sides[k].get(f, 0.0) <= dflt.get(f, 0.0) * (1 + 1e-6) + 1e-6
+  all_scores = [g.policy_scores] + g.candidate_scores
+  for f, k in g.route.items():
+    assert allowed(k, f), f
+  for f in set(g.default_scores):
+    ok = [sc.get(f, 0.0) for k, sc in enumerate(all_scores) if allowed(k, f)]
+    assert g.scores.get(f, 0.0) == pytest.approx(min([g.default_scores[f]] + ok), rel=1e-9), f
+  assert sum(free.scores.values()) <= sum(g.scores.values()) <= sum(g.default_scores.values())
+  # Every allocation but the default's estimated one cycle slower per call in every
+  # function: nothing may leave the default.
+  real = regalloc.perf_reward
+
+  def slower(outputs):
+    obj = outputs["object"]
+    if obj.endswith("default.o"):
+      return real(outputs)
+    base = real({"object": str(pathlib.Path(obj).with_name("default.o"))})
+    return {"functions": {f: c + 1.0 for f, c in base["functions"].items()}}
+  monkeypatch.setattr(guarded.regalloc_problems, "perf_reward", slower)
+  assert free.route, "the unrestricted guard took no function"
+  blocked = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                                    candidates=cands, no_more_spill_code="perf")
+  assert blocked.ok and blocked.route == {} and blocked.scores == blocked.default_scores
+  monkeypatch.setenv("MLGO_PERF_MODEL", str(tmp_path / "no_model.json"))
+  with pytest.raises(ValueError, match="no_model.json: not a cost model"):
+    guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                            no_more_spill_code="perf")
 
 
 def test_lowest_scores_with_loop_counts():
