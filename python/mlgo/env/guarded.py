@@ -181,6 +181,8 @@ class _UnreadableObject(Exception):
 
 
 def _spill_code(problem, rule, result, obj) -> dict:
+  """Per function, what `rule` compares with the default's: spill-code counts (by loop
+  depth for "loops"), or estimated cycles per call for "perf"."""
   if rule == "loops":
     try:
       return loops_lib.spill_code_in_loops(obj)
@@ -215,8 +217,8 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
   from per function (module docstring); a failed candidate compile fails the guarded
   compile. no_more_spill_code: the module docstring's rule, False, True ("function"),
   "loops" or "perf" (the default is then compiled here even if default_scores are given,
-  for its counts; "perf" needs the cost model, a ValueError otherwise). Never raises for compile failures: a failed compile is the result (result.ok
-  False, reason set)."""
+  for its counts; "perf" needs the cost model, a ValueError otherwise). Never raises for
+  compile failures: a failed compile is the result (result.ok False, reason set)."""
   if policy is None and not policy_flags:
     raise ValueError("guarded_compile: no policy and no policy_flags")
   if policy is None:
