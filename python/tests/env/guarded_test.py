@@ -256,18 +256,38 @@ def test_no_more_spill_code_keeps_only_wins_that_add_none(combined):
                             no_more_spill_code=True, policy_functions={"main"})
 
 
-def test_no_more_spill_code_in_loops(combined, tmp_path, monkeypatch):
-  """no_more_spill_code="loops": a side wins a function only if, at every loop depth, the
-  spill code its object has in loops that deep is not above the default's object's;
-  among those, the lowest cost."""
-  from mlgo.profiles import loops
+def _guards_with_rule(combined, rule):
+  """(candidates, the guard without a rule, the guard with `rule`) over the shipped
+  model's two sampled allocations; the ruled guard checked for a consistent result."""
   p = policy_io.load_policy(lib.shipped_eviction_model())
   cands = guarded.candidate_policies(p, [], 2, "regalloc_eviction")
   free = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
                                  candidates=cands)
   g = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
-                              candidates=cands, no_more_spill_code="loops")
+                              candidates=cands, no_more_spill_code=rule)
   assert g.ok and g.mismatches == [] and g.compiles == 2 + len(cands) + (1 if g.route else 0)
+  return cands, free, g
+
+
+def _check_lowest_allowed(g, free, allowed):
+  """Every routed function went to a side `allowed(k, f)` lets win it, and every
+  function got the lowest score among the default's and the allowed sides'; the ruled
+  guard keeps no more than the unruled one."""
+  all_scores = [g.policy_scores] + g.candidate_scores
+  for f, k in g.route.items():
+    assert allowed(k, f), f
+  for f in set(g.default_scores):
+    ok = [sc.get(f, 0.0) for k, sc in enumerate(all_scores) if allowed(k, f)]
+    assert g.scores.get(f, 0.0) == pytest.approx(min([g.default_scores[f]] + ok), rel=1e-9), f
+  assert sum(free.scores.values()) <= sum(g.scores.values()) <= sum(g.default_scores.values())
+
+
+def test_no_more_spill_code_in_loops(combined, tmp_path, monkeypatch):
+  """no_more_spill_code="loops": a side wins a function only if, at every loop depth, the
+  spill code its object has in loops that deep is not above the default's object's;
+  among those, the lowest cost."""
+  from mlgo.profiles import loops
+  cands, free, g = _guards_with_rule(combined, "loops")
   objs = []
   for i, x in enumerate([env.CompilerDefault(), LowestColumn()] + cands):
     _scores(combined, "regalloc_eviction", x, tmp_path / f"{i}.o")
@@ -276,13 +296,7 @@ def test_no_more_spill_code_in_loops(combined, tmp_path, monkeypatch):
 
   def allowed(k, f):
     return all(n <= dflt.get(f, {}).get(d, 0) for d, n in sides[k].get(f, {}).items())
-  all_scores = [g.policy_scores] + g.candidate_scores
-  for f, k in g.route.items():
-    assert allowed(k, f), f
-  for f in set(g.default_scores):
-    ok = [sc.get(f, 0.0) for k, sc in enumerate(all_scores) if allowed(k, f)]
-    assert g.scores.get(f, 0.0) == pytest.approx(min([g.default_scores[f]] + ok), rel=1e-9), f
-  assert sum(free.scores.values()) <= sum(g.scores.values()) <= sum(g.default_scores.values())
+  _check_lowest_allowed(g, free, allowed)
   # Every allocation but the default's read as one spill more than the default's in
   # each of its loop levels: no function with a loop can leave the default any more.
   real = guarded.loops_lib.spill_code_in_loops
@@ -309,13 +323,7 @@ def test_no_more_estimated_cycles(combined, tmp_path, monkeypatch):
   the function slower than in the default's object; among those, the lowest remarks
   cost. A missing cost model stops the guard with its path."""
   from mlgo.profiles import bbmap
-  p = policy_io.load_policy(lib.shipped_eviction_model())
-  cands = guarded.candidate_policies(p, [], 2, "regalloc_eviction")
-  free = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
-                                 candidates=cands)
-  g = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
-                              candidates=cands, no_more_spill_code="perf")
-  assert g.ok and g.mismatches == [] and g.compiles == 2 + len(cands) + (1 if g.route else 0)
+  cands, free, g = _guards_with_rule(combined, "perf")
   cycles = []
   for i, x in enumerate([env.CompilerDefault(), LowestColumn()] + cands):
     _scores(combined, "regalloc_eviction", x, tmp_path / f"{i}.o", bbmap.FLAGS_LLC)
@@ -325,13 +333,7 @@ def test_no_more_estimated_cycles(combined, tmp_path, monkeypatch):
 
   def allowed(k, f):
     return sides[k].get(f, 0.0) <= dflt.get(f, 0.0) * (1 + 1e-6) + 1e-6
-  all_scores = [g.policy_scores] + g.candidate_scores
-  for f, k in g.route.items():
-    assert allowed(k, f), f
-  for f in set(g.default_scores):
-    ok = [sc.get(f, 0.0) for k, sc in enumerate(all_scores) if allowed(k, f)]
-    assert g.scores.get(f, 0.0) == pytest.approx(min([g.default_scores[f]] + ok), rel=1e-9), f
-  assert sum(free.scores.values()) <= sum(g.scores.values()) <= sum(g.default_scores.values())
+  _check_lowest_allowed(g, free, allowed)
   # Every allocation but the default's estimated one cycle slower per call in every
   # function: nothing may leave the default.
   real = regalloc.perf_reward
