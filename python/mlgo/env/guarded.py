@@ -62,7 +62,7 @@ import tempfile
 
 from mlgo.env import core, tracer as tracer_lib
 from mlgo.env.policies import CompilerDefault, FunctionRouter
-from mlgo.profiles import bbmap, loops as loops_lib
+from mlgo.profiles import loops as loops_lib
 from mlgo.problems import get_problem, regalloc as regalloc_problems
 
 POLICY_FUNCTIONS_OPTION = "-regalloc-trace-policy-functions"
@@ -236,9 +236,11 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                      "problem and no explicit policy_functions")
   if rule:
     default_scores = None          # compiled here: its spill-code counts are needed
-  judge_flags = list(bbmap.FLAGS_LLC) if rule == "perf" else []
+  judge_flags = []
   if rule == "perf":
     regalloc_problems.load_perf_model()   # a missing model stops here, not per module
+    # The flags the performance-model reward itself compiles with (the block address map).
+    judge_flags = list(regalloc_problems.PERF_REWARD["reward_flags"])
   if problem.key == "module":
     return _guarded_module(module, problem, policy, default_scores, llvm_version, timeout,
                            output_path, tool_path, policy_flags)
