@@ -2,8 +2,10 @@
 import argparse
 import pathlib
 import sys
+import tempfile
 
 from mlgo.export import aot
+from mlgo.util import files
 
 
 def main(argv=None):
@@ -14,6 +16,9 @@ def main(argv=None):
   ap.add_argument("--cpp_class", default="mlgo::Policy")
   ap.add_argument("--problem", default="")
   args = ap.parse_args(argv)
+  # A Bazel build action shares the machine's /tmp (only tests get a private one):
+  # TensorFlow's autograph files and their __pycache__ go to a dir removed at exit.
+  files.private_tempdir(root=tempfile.gettempdir(), prefix="mlgo-build-")
   pbs = [f for f in args.saved_model_files.split() if f.endswith("saved_model.pb")]
   if len(pbs) != 1:
     sys.exit(f"aot_compile: expected exactly one saved_model.pb among the inputs, got {pbs}")

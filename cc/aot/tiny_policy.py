@@ -3,8 +3,10 @@ import argparse
 import json
 import pathlib
 import shutil
+import tempfile
 
 from mlgo.export import tiny
+from mlgo.util import files
 
 
 def main(argv=None):
@@ -15,6 +17,9 @@ def main(argv=None):
   ap.add_argument("--drop_feature", default="",
                   help="leave this feature out (builds a deliberately mismatching policy)")
   args = ap.parse_args(argv)
+  # A Bazel build action shares the machine's /tmp (only tests get a private one):
+  # TensorFlow's autograph files and their __pycache__ go to a dir removed at exit.
+  files.private_tempdir(root=tempfile.gettempdir(), prefix="mlgo-build-")
   feats = [f for f in tiny.problem_features(args.problem) if f["name"] != args.drop_feature]
   out = pathlib.Path(args.out_dir)
   tmp = out.with_name(out.name + ".build")

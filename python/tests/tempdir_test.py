@@ -92,3 +92,38 @@ def test_bazel_test_runner_keeps_temp_files_in_a_dir_it_removes(tmp_path):
   d = pathlib.Path(next(l for l in out.splitlines() if "TMPDIR=" in l).split("TMPDIR=")[1])
   assert d.name.startswith("mlgo-test-")
   assert not d.exists()   # the file the test wrote went with the directory
+
+
+# Runs a genrule tool's file as Bazel does (as __main__) and prints the temp dir it used.
+RUN_TOOL = """
+import runpy, sys, tempfile
+sys.argv = sys.argv[1:]
+try:
+  runpy.run_path(sys.argv[0], run_name="__main__")
+finally:
+  print("TMP=" + tempfile.gettempdir(), flush=True)
+"""
+
+
+def test_build_tools_keep_temp_files_in_a_dir_they_remove(tmp_path):
+  # rules/aot.bzl's genrule tools run TensorFlow inside Bazel build actions, which share
+  # the machine's /tmp: a build of the tiny policies had left autograph's
+  # __pycache__/*.pyc there (six files a policy).
+  system = tmp_path / "system-tmp"
+  system.mkdir()
+  env = dict(os.environ, TMPDIR=str(system), PYTHONPATH=os.pathsep.join(sys.path))
+  used = []
+  for argv in (["cc/aot/tiny_policy.py", "--problem", "regalloc_eviction",
+                "--out_dir", str(tmp_path / "tiny")],
+               ["cc/aot/aot_compile.py", "--saved_model_files",
+                str(tmp_path / "tiny" / "saved_policy" / "saved_model.pb"),
+                "--out_dir", str(tmp_path / "aot"), "--problem", "regalloc_eviction"]):
+    out = subprocess.run([sys.executable, "-c", RUN_TOOL] + argv, env=env,
+                         capture_output=True, text=True, check=True).stdout
+    used.append(pathlib.Path(out.split("TMP=")[1].strip()))
+  assert (tmp_path / "tiny" / "weights.npz").exists()
+  assert (tmp_path / "aot" / "policy.o").exists()
+  for d in used:
+    assert d.parent == system and d.name.startswith("mlgo-build-")
+    assert not d.exists()
+  assert not list(system.iterdir())   # nothing left beside them either
