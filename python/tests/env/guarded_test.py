@@ -256,6 +256,22 @@ def test_no_more_spill_code_keeps_only_wins_that_add_none(combined):
                             no_more_spill_code=True, policy_functions={"main"})
 
 
+def test_cli_flag_offers_exactly_the_guard_rules():
+  """--no_more_spill_code (mlgo.util.cli, which may not import mlgo.env) names the rules
+  itself: they must be the ones guarded_compile takes, and the bare flag "function"."""
+  import argparse  # pylint: disable=import-outside-toplevel
+  from mlgo.util import cli  # pylint: disable=import-outside-toplevel
+  ap = argparse.ArgumentParser()
+  cli.add_spill_code_flag(ap)
+  flag = next(a for a in ap._actions if a.dest == "no_more_spill_code")  # pylint: disable=protected-access
+  assert tuple(flag.choices) == guarded.SPILL_CODE_RULES
+  assert ap.parse_args([]).no_more_spill_code is None
+  assert ap.parse_args(["--no_more_spill_code"]).no_more_spill_code == "function"
+  for rule in guarded.SPILL_CODE_RULES:
+    value = ap.parse_args([f"--no_more_spill_code={rule}"]).no_more_spill_code
+    assert guarded.spill_code_rule(value) == rule
+
+
 def _guards_with_rule(combined, rule):
   """(candidates, the guard without a rule, the guard with `rule`) over the shipped
   model's two sampled allocations; the ruled guard checked for a consistent result."""
