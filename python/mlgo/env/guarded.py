@@ -64,6 +64,7 @@ from mlgo.env import core, tracer as tracer_lib
 from mlgo.env.policies import CompilerDefault, FunctionRouter
 from mlgo.profiles import loops as loops_lib
 from mlgo.problems import get_problem, regalloc as regalloc_problems
+from mlgo.util.cli import SPILL_CODE_RULES
 
 POLICY_FUNCTIONS_OPTION = "-regalloc-trace-policy-functions"
 # Scores are sums of block frequencies times weights; the same allocation gives the
@@ -131,7 +132,6 @@ def candidate_policies(policy, candidate_dirs=(), samples: int = 0, problem=None
   return out
 
 
-SPILL_CODE_RULES = ("function", "loops", "perf")
 # The rules that read each allocation's object.
 _OBJECT_RULES = ("loops", "perf")
 

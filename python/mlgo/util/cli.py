@@ -78,11 +78,16 @@ def add_candidate_flags(ap, guard: str = "--guarded"):
   add_spill_code_flag(ap, "with --guarded: ")
 
 
+# The static guard's rules (mlgo.env.guarded.spill_code_rule): defined here, below env,
+# so the flag offers exactly what the guard takes.
+SPILL_CODE_RULES = ("function", "loops", "perf")
+
+
 def add_spill_code_flag(ap, prefix: str = ""):
   """--no_more_spill_code[=function|loops|perf]: the static guard's rule
   (mlgo.env.guarded); alone it means "function"."""
   ap.add_argument("--no_more_spill_code", nargs="?", const="function", default=None,
-                  choices=("function", "loops", "perf"),
+                  choices=SPILL_CODE_RULES,
                   help=prefix + "a policy's or candidate's allocation wins a function only "
                        "if it also adds no spill code counted without block frequencies: "
                        "in the whole function (function, the default), or inside loops at "

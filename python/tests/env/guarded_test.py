@@ -257,8 +257,8 @@ def test_no_more_spill_code_keeps_only_wins_that_add_none(combined):
 
 
 def test_cli_flag_offers_exactly_the_guard_rules():
-  """--no_more_spill_code (mlgo.util.cli, which may not import mlgo.env) names the rules
-  itself: they must be the ones guarded_compile takes, and the bare flag "function"."""
+  """--no_more_spill_code offers exactly the rules guarded_compile takes (one tuple, kept
+  in mlgo.util.cli below env), and the bare flag means "function"."""
   import argparse  # pylint: disable=import-outside-toplevel
   from mlgo.util import cli  # pylint: disable=import-outside-toplevel
   ap = argparse.ArgumentParser()
