@@ -41,6 +41,12 @@ does not call it costlier than the default's. The two judges weigh different thi
 remarks: spill code at fixed weights; the model: every instruction of the block at the
 cost profiled programs measured), so a win both agree on is less likely to be one
 judge's error. Every judged compile then also writes llc's basic-block address map.
+A fourth, "robust", keeps the frequencies but not their trust: a side may win a
+function only if its spill code weighted by llc's block frequencies (read from the
+object, mlgo.profiles.loops.spill_cost_by_depth) is no larger than the default's however
+the estimated trip counts are wrong, by up to ROBUST_FACTOR either way at each loop
+level (worst_case_costs). Spill code moved from an inner loop to its outer one then wins
+only if the inner loop would still pay for it at a quarter of its estimated trips.
 
 Release use: with policy=None the policy compile is llc's own release advisor (e.g.
 `tool_path` = the release prefix's llc with its compiled-in model, `policy_flags` =
@@ -133,11 +139,15 @@ def candidate_policies(policy, candidate_dirs=(), samples: int = 0, problem=None
 
 
 # The rules that read each allocation's object.
-_OBJECT_RULES = ("loops", "perf")
+_OBJECT_RULES = ("loops", "perf", "robust")
+# "robust": how far off LLVM's estimated trip counts may be, per loop level, for a win
+# to count (mlgo.profiles.loops.worst_case_costs).
+ROBUST_FACTOR = 4.0
 
 
 def spill_code_rule(value):
-  """no_more_spill_code's value as a rule name: None, "function" (True) or "loops"."""
+  """no_more_spill_code's value as a rule name: None, "function" (True), or one of
+  SPILL_CODE_RULES."""
   if value in (None, False):
     return None
   if value is True:
@@ -188,6 +198,14 @@ def _spill_code(problem, rule, result, obj) -> dict:
       return loops_lib.spill_code_in_loops(obj)
     except (OSError, ValueError) as e:
       raise _UnreadableObject(f"cannot read the loops of the object: {e}") from e
+  if rule == "robust":
+    try:
+      by_depth = loops_lib.spill_cost_by_depth(obj)
+    except (OSError, ValueError) as e:
+      raise _UnreadableObject(f"cannot read the loops and frequencies of the object: "
+                              f"{e}") from e
+    return {fn: dict(enumerate(loops_lib.worst_case_costs(c, ROBUST_FACTOR)))
+            for fn, c in by_depth.items()}
   if rule == "perf":
     try:
       return regalloc_problems.perf_reward({"object": obj})["functions"]
@@ -239,6 +257,7 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
   judge_flags = []
   if rule == "perf":
     regalloc_problems.load_perf_model()   # a missing model stops here, not per module
+  if rule in ("perf", "robust"):
     # The flags the performance-model reward itself compiles with (the block address map).
     judge_flags = list(regalloc_problems.PERF_REWARD["reward_flags"])
   if problem.key == "module":

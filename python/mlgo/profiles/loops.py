@@ -116,3 +116,58 @@ def spill_code_in_loops(obj, objdump: str = "llvm-objdump-22") -> dict:
         counts[f"loop_depth_{k}"] = counts.get(f"loop_depth_{k}", 0) + code
     out[fn] = counts
   return out
+
+
+# The allocator's spill code as the remarks cost weighs it (mlgo.problems.regalloc's
+# COUNT_WEIGHTS): a reload four times a store; an instruction with a stack operand that
+# is not a mov is counted as a folded reload (most folds read the slot); a register copy
+# a fifth.
+SPILL_CODE_WEIGHTS = {"spills": 1.0, "reloads": 4.0, "stack_folded": 4.0, "copies": 0.2}
+
+
+def spill_cost_by_depth(obj, objdump: str = "llvm-objdump-22", max_depth: int = 4) -> dict:
+  """{function: [cost at loop depth 0, 1, ..., max_depth]} of an object compiled with
+  llc's basic-block address map (mlgo.profiles.bbmap.FLAGS_LLC): each llc block's
+  weighted spill code (SPILL_CODE_WEIGHTS) times its static frequency relative to the
+  entry, summed by the loop depth of the block's first instruction (deeper blocks count
+  at max_depth). Depths come from the jump rule's blocks, whose every jump ends a block
+  (an llc block may end in two jumps); frequencies from llc's blocks. A ValueError if
+  the object has functions but no frequencies."""
+  mbbs = blocks_lib.disassemble(obj, objdump, use_map=True, allow_empty=True)
+  if mbbs and not any(b.rel_freq is not None for b in mbbs):
+    raise ValueError(f"{obj}: no basic-block address map with frequencies")
+  depth_at = {}
+  by_fn = {}
+  for b in blocks_lib.disassemble(obj, objdump, use_map=False, allow_empty=True):
+    by_fn.setdefault(b.function, []).append(b)
+  for fn, bl in by_fn.items():
+    for b, d in zip(bl, loop_depths(bl)):
+      for ins in b.instructions:
+        depth_at[(fn, ins[0])] = d
+  out = {}
+  for b in mbbs:
+    costs = out.setdefault(b.function, [0.0] * (max_depth + 1))
+    f = b.features()
+    code = sum(w * f[k] for k, w in SPILL_CODE_WEIGHTS.items())
+    if code and b.rel_freq:
+      d = min(max_depth, depth_at.get((b.function, b.instructions[0][0]), 0))
+      costs[d] += b.rel_freq * code
+  return out
+
+
+def worst_case_costs(by_depth, factor: float) -> list:
+  """A function's cost (spill_cost_by_depth's list) under every way the static
+  frequencies can be wrong by up to `factor` per loop level: each level's trip counts
+  scaled by `factor` or 1 / `factor`, and with them every block at that level or deeper.
+  The difference of two such costs is linear in each level's scale, so its largest
+  value over all scales in [1/factor, factor] is at one of these 2^levels corners: a
+  side no costlier than another at every corner is no costlier for any such error."""
+  levels = len(by_depth) - 1
+  out = []
+  for corner in range(2 ** levels):
+    scale, cost = 1.0, by_depth[0]
+    for d in range(1, levels + 1):
+      scale *= factor if corner >> (d - 1) & 1 else 1.0 / factor
+      cost += scale * by_depth[d]
+    out.append(cost)
+  return out

@@ -80,11 +80,11 @@ def add_candidate_flags(ap, guard: str = "--guarded"):
 
 # The static guard's rules (mlgo.env.guarded.spill_code_rule): defined here, below env,
 # so the flag offers exactly what the guard takes.
-SPILL_CODE_RULES = ("function", "loops", "perf")
+SPILL_CODE_RULES = ("function", "loops", "perf", "robust")
 
 
 def add_spill_code_flag(ap, prefix: str = ""):
-  """--no_more_spill_code[=function|loops|perf]: the static guard's rule
+  """--no_more_spill_code[=function|loops|perf|robust]: the static guard's rule
   (mlgo.env.guarded); alone it means "function"."""
   ap.add_argument("--no_more_spill_code", nargs="?", const="function", default=None,
                   choices=SPILL_CODE_RULES,
@@ -93,7 +93,9 @@ def add_spill_code_flag(ap, prefix: str = ""):
                        "in the whole function (function, the default), or inside loops at "
                        "every nesting depth (loops; read from the objects); or (perf) only "
                        "if the learned performance model does not estimate it slower "
-                       "than the default's")
+                       "than the default's; or (robust) only if its frequency-weighted "
+                       "spill code is not larger however LLVM's estimated trip counts "
+                       "are wrong, by up to 4x at each loop level")
 
 
 def add_final_flag(ap, default: str, prefix: str = ""):

@@ -371,6 +371,41 @@ def test_no_more_estimated_cycles(combined, tmp_path, monkeypatch):
                             no_more_spill_code="perf")
 
 
+def test_no_more_spill_code_under_any_trip_count_error(combined, tmp_path, monkeypatch):
+  """no_more_spill_code="robust": a side wins a function only if its spill code weighted
+  by llc's block frequencies (read from its object) is not above the default's at any
+  corner of the trip-count errors guarded.ROBUST_FACTOR allows; among those, the lowest
+  remarks cost."""
+  from mlgo.profiles import bbmap, loops
+  cands, free, g = _guards_with_rule(combined, "robust")
+  corners = []
+  for i, x in enumerate([env.CompilerDefault(), LowestColumn()] + cands):
+    _scores(combined, "regalloc_eviction", x, tmp_path / f"{i}.o", bbmap.FLAGS_LLC)
+    corners.append({f: loops.worst_case_costs(c, guarded.ROBUST_FACTOR) for f, c in
+                    loops.spill_cost_by_depth(str(tmp_path / f"{i}.o")).items()})
+  dflt, sides = corners[0], corners[1:]
+  assert any(any(c) for c in dflt.values())
+
+  def allowed(k, f):
+    d = dflt.get(f, [])
+    return all(x <= d[j] + 1e-6 * max(1.0, d[j]) for j, x in enumerate(sides[k].get(f, [])))
+  _check_lowest_allowed(g, free, allowed)
+  # Every allocation but the default's read as one more weighted spill inside a loop
+  # than the default's: no function can leave the default any more.
+  real = guarded.loops_lib.spill_cost_by_depth
+
+  def one_more(obj):
+    if obj.endswith("default.o"):
+      return real(obj)
+    return {f: [c[0], c[1] + 1.0] + c[2:]
+            for f, c in real(str(pathlib.Path(obj).with_name("default.o"))).items()}
+  monkeypatch.setattr(guarded.loops_lib, "spill_cost_by_depth", one_more)
+  assert free.route, "the unrestricted guard took no function"
+  blocked = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                                    candidates=cands, no_more_spill_code="robust")
+  assert blocked.ok and blocked.route == {} and blocked.scores == blocked.default_scores
+
+
 def test_lowest_scores_with_loop_counts():
   """Dict counts: a side wins only if no entry is above the default's (a missing entry
   is 0): spill code moved from depth 2 to depth 1 is allowed, into a loop is not."""

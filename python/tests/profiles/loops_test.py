@@ -5,9 +5,10 @@ import pathlib
 import re
 import subprocess
 
+import numpy as np
 import pytest
 
-from mlgo.profiles import blocks, loops
+from mlgo.profiles import bbmap, blocks, loops
 from mlgo.training import testing
 from mlgo.util.toolchain import toolchain
 
@@ -106,3 +107,52 @@ def test_unreadable_object_names_it(tmp_path):
   bad.write_bytes(b"not an object")
   with pytest.raises(ValueError, match="garbage.o"):
     loops.spill_code_in_loops(str(bad))
+
+
+def test_worst_case_costs_are_the_corners_of_every_frequency_error():
+  # Straight-line 1, depth 1: 2, depth 2: 3. Factor 2: each level's trips x2 or /2,
+  # the inner level's scale on top of the outer one's.
+  got = loops.worst_case_costs([1.0, 2.0, 3.0], 2.0)
+  assert got == [1 + 0.5 * 2 + 0.25 * 3, 1 + 2 * 2 + 1 * 3, 1 + 0.5 * 2 + 1 * 3,
+                 1 + 2 * 2 + 4 * 3]
+  assert loops.worst_case_costs([5.0], 4.0) == [5.0]
+  # The claim the rule rests on: for any two sides, the difference under any scales
+  # within [1/f, f] is never larger than its largest value at the corners.
+  rng = np.random.default_rng(0)
+  for _ in range(50):
+    a, b = rng.uniform(0, 10, 4), rng.uniform(0, 10, 4)
+    corners = max(x - y for x, y in zip(loops.worst_case_costs(a, 3.0),
+                                        loops.worst_case_costs(b, 3.0)))
+    for s in rng.uniform(1 / 3, 3, (20, 3)):
+      scale = np.cumprod(s)
+      inside = (a[0] - b[0]) + float(np.dot(scale, a[1:] - b[1:]))
+      assert inside <= corners + 1e-9
+
+
+def test_spill_cost_by_depth_weighs_llcs_blocks_by_frequency(tmp_path):
+  """A real llc object with its address map: churn's spill code sits in its loop
+  (depth 1), weighted by the loop's estimated frequency; across_calls keeps its values
+  in callee-saved registers across the call, so its loop has none. Without the map the
+  reading says which file lacks it."""
+  src = pathlib.Path(testing.data_path("testdata/programs/pressure.c"))
+  tc = toolchain(22)
+  bc, obj, plain = tmp_path / "p.bc", tmp_path / "p.o", tmp_path / "plain.o"
+  subprocess.run([tc.clang, "-O2", "-c", "-emit-llvm", str(src), "-o", str(bc)], check=True)
+  subprocess.run([tc.llc, "-O2", str(bc), "-filetype=obj", "-o", str(obj),
+                  *bbmap.FLAGS_LLC], check=True)
+  got = loops.spill_cost_by_depth(str(obj), max_depth=3)
+  assert set(got) >= {"churn", "blend", "across_calls"}
+  assert all(len(c) == 4 for c in got.values())
+  churn = got["churn"]
+  in_loop = [b for b in blocks.disassemble(str(obj)) if b.function == "churn"
+             and b.rel_freq and b.rel_freq > 1.0]
+  assert in_loop and churn[1] > 0 and churn[2] == churn[3] == 0
+  # Every block's spill code counted once: the sum over depths is the frequency-weighted
+  # total of all churn's blocks.
+  total = sum(b.rel_freq * sum(w * b.features()[k]
+                               for k, w in loops.SPILL_CODE_WEIGHTS.items())
+              for b in blocks.disassemble(str(obj)) if b.function == "churn")
+  assert sum(churn) == pytest.approx(total)
+  subprocess.run([tc.llc, "-O2", str(bc), "-filetype=obj", "-o", str(plain)], check=True)
+  with pytest.raises(ValueError, match="plain.o: no basic-block address map"):
+    loops.spill_cost_by_depth(str(plain))
