@@ -47,6 +47,8 @@ object, mlgo.profiles.loops.spill_cost_by_depth) is no larger than the default's
 the estimated trip counts are wrong, by up to ROBUST_FACTOR either way at each loop
 level (worst_case_costs). Spill code moved from an inner loop to its outer one then wins
 only if the inner loop would still pay for it at a quarter of its estimated trips.
+Measured, not safe either: zopfli's inner loop runs more than 4x less often than the
+estimate says (SELECTION_RULES.md, stop 67).
 
 Release use: with policy=None the policy compile is llc's own release advisor (e.g.
 `tool_path` = the release prefix's llc with its compiled-in model, `policy_flags` =
