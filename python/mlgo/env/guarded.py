@@ -49,6 +49,10 @@ level (worst_case_costs). Spill code moved from an inner loop to its outer one t
 only if the inner loop would still pay for it at a quarter of its estimated trips.
 Measured, not safe either: zopfli's inner loop runs more than 4x less often than the
 estimate says (SELECTION_RULES.md, stop 67).
+A fifth, "trades", forbids only the bet on a ratio of trip counts: a side may not win
+a function if it has more spill code than the default's at some loop depth and less at
+a deeper one (counts without frequencies, at exact depths, from the objects); spill code
+added or removed at every depth, or added only deeper, is left to the remarks cost.
 
 Release use: with policy=None the policy compile is llc's own release advisor (e.g.
 `tool_path` = the release prefix's llc with its compiled-in model, `policy_flags` =
@@ -141,7 +145,7 @@ def candidate_policies(policy, candidate_dirs=(), samples: int = 0, problem=None
 
 
 # The rules that read each allocation's object.
-_OBJECT_RULES = ("loops", "perf", "robust")
+_OBJECT_RULES = ("loops", "perf", "robust", "trades")
 # "robust": how far off LLVM's estimated trip counts may be, per loop level, for a win
 # to count (mlgo.profiles.loops.worst_case_costs).
 ROBUST_FACTOR = 4.0
@@ -169,19 +173,39 @@ def _grows(side, default) -> bool:
   return side > default + _TOLERANCE * max(1.0, default)
 
 
+def _exact_depths(cumulative) -> list:
+  """Spill code at loop depth exactly 1, 2, ... from spill_code_in_loops' counts at
+  depth >= D."""
+  deepest = max([int(k.rsplit("_", 1)[1]) for k in cumulative] or [0])
+  at_least = [cumulative.get(f"loop_depth_{d}", 0) for d in range(1, deepest + 2)]
+  return [at_least[i] - at_least[i + 1] for i in range(deepest)]
+
+
+def _trades(side, default) -> bool:
+  """Whether a side (spill_code_in_loops' dict for one function) has more spill code
+  than the default's at some loop depth and less at a deeper one: a win that rests on
+  the estimated ratio of the two loops' trip counts."""
+  a, b = _exact_depths(side or {}), _exact_depths(default or {})
+  n = max(len(a), len(b))
+  a, b = a + [0] * (n - len(a)), b + [0] * (n - len(b))
+  return any(a[i] > b[i] and any(a[j] < b[j] for j in range(i + 1, n)) for i in range(n))
+
+
 def lowest_scores(default_scores: dict, scores: list, missing: float = 0.0,
-                  counts=None) -> dict:
+                  counts=None, vetoed=None) -> dict:
   """{function: index into `scores` of the lowest}, for the functions where one of them
   is strictly below the default's (ties to the default, then to the earlier one).
   counts: (the default's, [one per score dict]) spill-code counts per function (a number,
   or a dict of counts); a side whose count for a function is above the default's (any
-  entry, for dicts) cannot win it."""
+  entry, for dicts) cannot win it; vetoed(side's count, default's count): another test
+  in place of "above" (the "trades" rule's)."""
+  vetoed = vetoed or _grows
   route = {}
   for f in set(default_scores).union(*scores):
     best = default_scores.get(f, missing)
     for k, sc in enumerate(scores):
       p = sc.get(f, missing)
-      if counts is not None and _grows(counts[1][k].get(f, 0.0), counts[0].get(f, 0.0)):
+      if counts is not None and vetoed(counts[1][k].get(f, 0.0), counts[0].get(f, 0.0)):
         continue
       if p < best - _TOLERANCE * max(1.0, abs(p)):
         route[f], best = k, p
@@ -195,7 +219,7 @@ class _UnreadableObject(Exception):
 def _spill_code(problem, rule, result, obj) -> dict:
   """Per function, what `rule` compares with the default's: spill-code counts (by loop
   depth for "loops"), or estimated cycles per call for "perf"."""
-  if rule == "loops":
+  if rule in ("loops", "trades"):
     try:
       return loops_lib.spill_code_in_loops(obj)
     except (OSError, ValueError) as e:
@@ -251,6 +275,7 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
     raise ValueError("guarded_compile: candidates go with a per-function problem, a "
                      "Python policy and no explicit policy_functions")
   rule = spill_code_rule(no_more_spill_code)
+  vetoed = _trades if rule == "trades" else _grows
   if rule and (problem.key == "module" or policy_functions is not None):
     raise ValueError("guarded_compile: no_more_spill_code goes with a per-function "
                      "problem and no explicit policy_functions")
@@ -316,13 +341,13 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
                                default_scores, policy_scores, [], compiles, [], pol)
     if policy_functions is None:
       route = lowest_scores(default_scores, [policy_scores] + candidate_scores, missing,
-                            counts)
+                            counts, vetoed)
       chosen = sorted(route)
       lower = {f: ([policy_scores] + candidate_scores)[route[f]].get(f, missing)
                   if f in route else default_scores.get(f, missing) for f in keys}
       policy_is_best = (not any(route.values()) and
                         all(policy_scores.get(f, missing) <= lower[f] for f in keys) and
-                        (counts is None or not any(_grows(counts[1][0].get(f, 0.0),
+                        (counts is None or not any(vetoed(counts[1][0].get(f, 0.0),
                                                      counts[0].get(f, 0.0)) for f in keys)))
       if any(route.values()):
         policy = FunctionRouter([policy] + candidates, route)

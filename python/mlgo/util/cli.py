@@ -80,11 +80,11 @@ def add_candidate_flags(ap, guard: str = "--guarded"):
 
 # The static guard's rules (mlgo.env.guarded.spill_code_rule): defined here, below env,
 # so the flag offers exactly what the guard takes.
-SPILL_CODE_RULES = ("function", "loops", "perf", "robust")
+SPILL_CODE_RULES = ("function", "loops", "perf", "robust", "trades")
 
 
 def add_spill_code_flag(ap, prefix: str = ""):
-  """--no_more_spill_code[=function|loops|perf|robust]: the static guard's rule
+  """--no_more_spill_code[=function|loops|perf|robust|trades]: the static guard's rule
   (mlgo.env.guarded); alone it means "function"."""
   ap.add_argument("--no_more_spill_code", nargs="?", const="function", default=None,
                   choices=SPILL_CODE_RULES,
@@ -95,7 +95,9 @@ def add_spill_code_flag(ap, prefix: str = ""):
                        "if the learned performance model does not estimate it slower "
                        "than the default's; or (robust) only if its frequency-weighted "
                        "spill code is not larger however LLVM's estimated trip counts "
-                       "are wrong, by up to 4x at each loop level")
+                       "are wrong, by up to 4x at each loop level; or (trades) only if "
+                       "it does not add spill code at one loop depth while removing some "
+                       "at a deeper one")
 
 
 def add_final_flag(ap, default: str, prefix: str = ""):
