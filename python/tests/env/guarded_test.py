@@ -406,6 +406,46 @@ def test_no_more_spill_code_under_any_trip_count_error(combined, tmp_path, monke
   assert blocked.ok and blocked.route == {} and blocked.scores == blocked.default_scores
 
 
+def test_no_spill_code_traded_between_loop_levels(combined, monkeypatch):
+  """no_more_spill_code="trades": read as more spill code than the default's in the
+  outer loop and less in the inner one, no allocation may win any function; read as more
+  at every depth, the remarks cost alone decides (the unruled guard's choice)."""
+  cands, free, g = _guards_with_rule(combined, "trades")
+  assert free.route, "the unrestricted guard took no function"
+  assert set(g.route) <= set(free.route)
+
+  real = guarded.loops_lib.spill_code_in_loops
+
+  def reading(default, other):
+    def read(obj):
+      return {f: dict(default if obj.endswith("default.o") else other) for f in real(obj)}
+    return read
+  outer, inner = {"loop_depth_1": 2, "loop_depth_2": 1}, {"loop_depth_1": 3, "loop_depth_2": 0}
+  monkeypatch.setattr(guarded.loops_lib, "spill_code_in_loops", reading(outer, inner))
+  traded = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                                   candidates=cands, no_more_spill_code="trades")
+  assert traded.ok and traded.route == {} and traded.scores == traded.default_scores
+  more = {"loop_depth_1": 5, "loop_depth_2": 2}
+  monkeypatch.setattr(guarded.loops_lib, "spill_code_in_loops", reading(outer, more))
+  untraded = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                                     candidates=cands, no_more_spill_code="trades")
+  assert untraded.ok and untraded.route == free.route
+
+
+def test_lowest_scores_refuses_only_trades_between_loop_levels():
+  """A side with more spill code at depth 1 and less at depth 2 than the default's (the
+  counts are at depth >= D) cannot win; more at both depths, or more only deeper, can."""
+  dflt = {"f": {"loop_depth_1": 24, "loop_depth_2": 2}}
+  moved_out = {"f": {"loop_depth_1": 29, "loop_depth_2": 1}}   # depth 1: 28 vs 22; 2: 1 vs 2
+  more_everywhere = {"f": {"loop_depth_1": 30, "loop_depth_2": 3}}
+  more_deeper = {"f": {"loop_depth_1": 24, "loop_depth_2": 4}}  # depth 1: 20 vs 22
+  scores = [{"f": 1.0}]
+  for side, wins in ((moved_out, False), (more_everywhere, True), (more_deeper, True)):
+    got = guarded.lowest_scores({"f": 9.0}, scores, counts=(dflt, [side]),
+                                vetoed=guarded._trades)  # pylint: disable=protected-access
+    assert got == ({"f": 0} if wins else {}), side
+
+
 def test_lowest_scores_with_loop_counts():
   """Dict counts: a side wins only if no entry is above the default's (a missing entry
   is 0): spill code moved from depth 2 to depth 1 is allowed, into a loop is not."""
