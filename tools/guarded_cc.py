@@ -28,7 +28,10 @@ candidate's (one llc run each, and one more). --no_more_spill_code lets an alloc
 a function only if it also adds no spill code counted without block frequencies: in the
 whole function, or with --no_more_spill_code=loops inside loops at every nesting depth;
 --no_more_spill_code=perf only if the learned performance model does not estimate it
-slower than clang's.
+slower than clang's; --no_more_spill_code=robust only if its frequency-weighted spill code
+is not larger for trip counts off by up to 4x per loop level; --no_more_spill_code=trades
+(recommended with --candidates and --samples) only if it does not add spill code at one
+loop depth while removing some at a deeper one.
 --log=FILE appends one JSON line per object (source, per-object cost totals, llc runs,
 functions that kept the policy's decisions, and with candidates each one's `route`).
 """
