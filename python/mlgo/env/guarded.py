@@ -218,7 +218,8 @@ class _UnreadableObject(Exception):
 
 def _spill_code(problem, rule, result, obj) -> dict:
   """Per function, what `rule` compares with the default's: spill-code counts (by loop
-  depth for "loops"), or estimated cycles per call for "perf"."""
+  depth for "loops" and "trades"), the frequency-weighted spill code at each corner of
+  the trip-count errors for "robust", or estimated cycles per call for "perf"."""
   if rule in ("loops", "trades"):
     try:
       return loops_lib.spill_code_in_loops(obj)
