@@ -15,6 +15,7 @@ reward, architecture) and the architecture's network (mlgo.training.networks); t
 module is the same for inlining and the regalloc problems. llc-only problems train on
 the prepared corpus (mlgo.env.prepared: each module optimized once).
 """
+import contextlib
 import json
 import os
 import pathlib
@@ -167,6 +168,7 @@ class Trainer:
       self.learner.set_weights(self._initial_weights())
     self.rng = np.random.default_rng()
     self.rng.bit_generator.state = self.state["rng"]
+    self._workers = None   # the compile workers, started by the first collect
 
   # --- state -------------------------------------------------------------------
   def _recover_checkpoint_dir(self):
@@ -276,7 +278,7 @@ class Trainer:
     deadline = time.monotonic() + cfg.iteration_timeout if cfg.iteration_timeout else None
     have_default = set(st.setdefault("default_modules", []))
     ndec = 0
-    with make_pool(cfg.pool, cfg.jobs) as pool:
+    with self._pool_for_a_step() as pool:
       for m in modules:
         for j in range(max(1, cfg.samples_per_module)):
           pool.submit(work.compile_one, m, self.problem_name, ref,
@@ -335,6 +337,26 @@ class Trainer:
     return experience.make_experience(self.problem, self.cfg, self.state, self.encoder,
                                       self.spec, self.rng, results, weights)
 
+  @contextlib.contextmanager
+  def _pool_for_a_step(self):
+    """The compile workers of one collect or validation. They are started once and kept
+    for the whole run: a fresh pool each step paid two worker start-ups (fork and
+    imports) every iteration. A step that fails part-way closes them (no half-drained
+    queue is carried over); the next step starts new ones."""
+    if self._workers is None:
+      self._workers = make_pool(self.cfg.pool, self.cfg.jobs)
+    try:
+      yield self._workers
+    except BaseException:
+      self.close()
+      raise
+
+  def close(self):
+    """Stops the compile workers (run() does it when it returns)."""
+    if self._workers is not None:
+      self._workers.close()
+      self._workers = None
+
   def train_on(self, exp):
     return self.learner.train_on(exp, self.rng)
 
@@ -363,8 +385,10 @@ class Trainer:
 
   def validate(self, weights):
     """Greedy policy on the validation modules: (change vs default in %, CPU seconds)."""
-    return selection.validate(self.problem, self.corpus, self.validation_set(), self.spec,
-                              weights, self.state["default_scores"], self.cfg, self.state)
+    with self._pool_for_a_step() as pool:
+      return selection.validate(self.problem, self.corpus, self.validation_set(), self.spec,
+                                weights, self.state["default_scores"], self.cfg, self.state,
+                                pool=pool)
 
   def sampling_pool(self) -> list:
     """The training modules an iteration draws from (PPOConfig.skip_decisionless)."""
@@ -479,13 +503,16 @@ class Trainer:
       val, _ = self.validate(w)
       self._keep_if_best(val, self.state["iteration"], d)
       self.save_checkpoint()
-    while self.state["iteration"] < n:
-      if time_budget is not None and recs:
-        per = (time.monotonic() - t0) / len(recs)
-        if time.monotonic() - t0 + per > time_budget:
-          print(f"time budget reached after iteration {self.state['iteration']}",
-                file=self.stream)
-          break
-      recs.append(self.iteration())
+    try:
+      while self.state["iteration"] < n:
+        if time_budget is not None and recs:
+          per = (time.monotonic() - t0) / len(recs)
+          if time.monotonic() - t0 + per > time_budget:
+            print(f"time budget reached after iteration {self.state['iteration']}",
+                  file=self.stream)
+            break
+        recs.append(self.iteration())
+    finally:
+      self.close()
     return recs
 

@@ -14,6 +14,7 @@ users of a size or speed policy notice first). validation_packages keeps whole p
 out of training and validates on them (hold_out_packages), so the rule weighs code the
 policy never trained on.
 """
+import contextlib
 import os
 import shutil
 
@@ -72,10 +73,11 @@ def validation_set(train_modules, state: dict, cfg) -> list:
 
 
 def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores: dict, cfg,
-             state: dict | None = None):
+             state: dict | None = None, pool=None):
   """(change vs default in % by cfg.validation_metric, compile CPU seconds). Modules
   without a known default (state["default_modules"]) get the default compiled first; its
-  scores are added to default_scores (and the module to the state's default_modules)."""
+  scores are added to default_scores (and the module to the state's default_modules).
+  `pool`: workers to compile on (kept open); None starts and stops a pool of cfg.jobs."""
   ref = (spec, weights, True)
   pol = dft = cpu = 0.0
   ratios = []
@@ -90,7 +92,8 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
   pkg = {}   # package -> [policy, default]
   key_scores = []   # per key: (default, policy), for key_geomean
   regressed = 0
-  with make_pool(cfg.pool, cfg.jobs) as pool:
+  with (contextlib.nullcontext(pool) if pool is not None
+        else make_pool(cfg.pool, cfg.jobs)) as pool:
     ids = [pool.submit(work.compile_one, m, problem.name, ref, None, corpus.llvm_version,
                        cfg.compile_timeout,
                        have_default is not None and m.name not in have_default)

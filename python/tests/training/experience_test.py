@@ -66,3 +66,27 @@ def test_sampling_pool_follows_skip_decisionless(tmp_path):
   t.cfg.skip_decisionless = "yes"
   with pytest.raises(ValueError, match="skip_decisionless"):
     t.sampling_pool()
+
+
+def test_one_set_of_workers_serves_the_whole_run(tmp_path):
+  """Collects and validations of a run share the compile workers started by the first
+  step (the same processes); a step that fails part-way stops them, and run() stops
+  them when it returns."""
+  corpus = testing.make_tiny_corpus(tmp_path / "c", PROGRAMS[:4])
+  cfg = ppo.PPOConfig(modules_per_iteration=2, trace_modules=8, jobs=2, seed=0,
+                      validate_every=1, validation_modules=2, num_epochs=1)
+  t = ppo.Trainer(corpus, tmp_path / "run", config=cfg)
+  assert t._workers is None   # pylint: disable=protected-access
+  t.iteration()   # a collect and a validation
+  pids = [w.proc.pid for w in t._workers._workers]   # pylint: disable=protected-access
+  assert len(pids) == 2 and all(w.proc.is_alive() for w in t._workers._workers)  # pylint: disable=protected-access
+  rec = t.iteration()
+  assert rec["ok"] == 2 and "validation_change_pct" in rec
+  assert [w.proc.pid for w in t._workers._workers] == pids   # pylint: disable=protected-access
+  procs = list(t._workers._workers)   # pylint: disable=protected-access
+  with pytest.raises(RuntimeError, match="mid-step"):
+    with t._pool_for_a_step():   # pylint: disable=protected-access
+      raise RuntimeError("mid-step")
+  assert t._workers is None and not any(p.proc.is_alive() for p in procs)  # pylint: disable=protected-access
+  t.run(num_iterations=3)
+  assert t.state["iteration"] == 3 and t._workers is None   # pylint: disable=protected-access
