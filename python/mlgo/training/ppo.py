@@ -278,13 +278,17 @@ class Trainer:
     deadline = time.monotonic() + cfg.iteration_timeout if cfg.iteration_timeout else None
     have_default = set(st.setdefault("default_modules", []))
     ndec = 0
+    # Seeds are drawn in the sampled order; compiles start biggest module first; the
+    # batch is put back in the sampled order (position), whatever finished first.
+    items = [(m, j, int(self.rng.integers(2**31)))
+             for m in modules for j in range(max(1, cfg.samples_per_module))]
+    position = {}
     with self._pool_for_a_step() as pool:
-      for m in modules:
-        for j in range(max(1, cfg.samples_per_module)):
-          pool.submit(work.compile_one, m, self.problem_name, ref,
-                      int(self.rng.integers(2**31)), self.corpus.llvm_version,
-                      cfg.compile_timeout, j == 0 and m.name not in have_default,
-                      self.annotator)
+      for n in work.largest_first([m for m, _, _ in items]):
+        m, j, seed = items[n]
+        position[pool.submit(work.compile_one, m, self.problem_name, ref, seed,
+                             self.corpus.llvm_version, cfg.compile_timeout,
+                             j == 0 and m.name not in have_default, self.annotator)] = n
       for r in pool.results(deadline):
         module = r.item[0]
         stats["cpu_seconds"] += r.seconds
@@ -310,14 +314,14 @@ class Trainer:
           stats["failures"].append((module.name, r.where() + str(result.reason)[:200]))
           progress.update(failed=1, node=r.node)
           continue
-        batch.append((r.task_id, result))
+        batch.append((position[r.task_id], result))
         ndec += int(getattr(result, "decisions", 0) or 0)
         progress.update(extra=f"{ndec} decisions", node=r.node)
     progress.close()
     # Per-node throughput (modules/s) for the log and TensorBoard.
     stats["nodes"] = progress.node_rates()
-    # Submission order, not completion order: the update does not depend on which
-    # worker or node finished first, so a fixed seed gives the same training anywhere.
+    # Sampled order, not completion order: the update does not depend on which worker
+    # or node finished first, so a fixed seed gives the same training anywhere.
     return [res for _, res in sorted(batch, key=lambda x: x[0])], stats
 
   def _module_defaults(self) -> dict:

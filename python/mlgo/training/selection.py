@@ -94,13 +94,15 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
   regressed = 0
   with (contextlib.nullcontext(pool) if pool is not None
         else make_pool(cfg.pool, cfg.jobs)) as pool:
-    ids = [pool.submit(work.compile_one, m, problem.name, ref, None, corpus.llvm_version,
-                       cfg.compile_timeout,
-                       have_default is not None and m.name not in have_default)
-           for m in modules]
-    # Summed in submission order: the figure that picks the kept policy must not change
-    # in its last bits with which compile finished first.
-    for r in in_submission_order(pool.results(), ids):
+    tid = {}
+    for i in work.largest_first(modules):   # big modules start first
+      m = modules[i]
+      tid[i] = pool.submit(work.compile_one, m, problem.name, ref, None,
+                           corpus.llvm_version, cfg.compile_timeout,
+                           have_default is not None and m.name not in have_default)
+    # Summed in the modules' order: the figure that picks the kept policy must not
+    # change in its last bits with which compile finished first.
+    for r in in_submission_order(pool.results(), [tid[i] for i in range(len(modules))]):
       cpu += r.seconds
       if not (r.ok and r.value[0].ok):
         continue   # a failed module is left out of both totals

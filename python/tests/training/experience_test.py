@@ -1,12 +1,15 @@
-"""The regression penalty in the PPO batch, on real compiles of a tiny corpus: decisions
-of keys more than 1% worse than the default lose exactly penalty x excess, the rest keep
-their reward."""
+"""The PPO batch on real compiles of a tiny corpus: the regression penalty (decisions of
+keys more than 1% worse than the default lose exactly penalty x excess, the rest keep
+their reward), the sampling pool, and how compiles reach the workers (one set of workers
+a run, biggest module first, results in the sampled order)."""
 import copy
+import os
 import pathlib
 
 import numpy as np
 import pytest
 
+from mlgo.env import work
 from mlgo.training import ppo, testing
 
 PROGRAMS = sorted((pathlib.Path(__file__).parent / "programs").glob("*.c*"))
@@ -90,3 +93,21 @@ def test_one_set_of_workers_serves_the_whole_run(tmp_path):
   assert t._workers is None and not any(p.proc.is_alive() for p in procs)  # pylint: disable=protected-access
   t.run(num_iterations=3)
   assert t.state["iteration"] == 3 and t._workers is None   # pylint: disable=protected-access
+
+
+def test_collect_starts_big_modules_first_and_keeps_the_sampled_order(tmp_path):
+  """Compiles are handed out biggest bitcode first; the batch comes back in the order the
+  modules were sampled in, not in the order they were started or finished."""
+  corpus = testing.make_tiny_corpus(tmp_path / "c", PROGRAMS, variants=2)
+  cfg = ppo.PPOConfig(modules_per_iteration=8, trace_modules=8, jobs=2, seed=1)
+  t = ppo.Trainer(corpus, tmp_path / "run", config=cfg)
+  mods = sorted(t.train_modules, key=lambda m: m.name)
+  sizes = [os.path.getsize(m.bc_path) for m in mods]
+  order = work.largest_first(mods)
+  assert sorted(order) == list(range(len(mods)))
+  assert [sizes[i] for i in order] == sorted(sizes, reverse=True)
+  assert order != list(range(len(mods)))   # so the test says something about the order
+  batch, stats = t.collect(mods, t.current_weights())
+  assert stats["failed"] == 0
+  assert [r.module_name for r in batch] == [m.name for m in mods]
+  t.close()
