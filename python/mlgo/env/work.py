@@ -67,8 +67,9 @@ def _file_size(path) -> int:
 def largest_first(modules) -> list:
   """Indices of `modules`, biggest bitcode first (ties in the given order): the order to
   hand compiles to a few workers, so that a big module is not the last to start while
-  the other workers idle. Callers keep results in their own order, so this changes how
-  long a step takes, not what it computes."""
+  the other workers idle. Callers keep results in their own order, so this can change
+  how long a step takes (on 2 cores no measurable time, stop 68), never what it
+  computes."""
   sizes = [_file_size(getattr(m, "bc_path", None)) for m in modules]
   return sorted(range(len(modules)), key=lambda i: -sizes[i])
 

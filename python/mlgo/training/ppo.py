@@ -344,9 +344,10 @@ class Trainer:
   @contextlib.contextmanager
   def _pool_for_a_step(self):
     """The compile workers of one collect or validation. They are started once and kept
-    for the whole run: a fresh pool each step paid two worker start-ups (fork and
-    imports) every iteration. A step that fails part-way closes them (no half-drained
-    queue is carried over); the next step starts new ones."""
+    for the whole run, not started anew each step (on 2 cores that saved no measurable
+    time, stop 68: collecting 461 s against 463 s; it starts fewer processes). A step
+    that fails part-way closes them (no half-drained queue is carried over); the next
+    step starts new ones."""
     if self._workers is None:
       self._workers = make_pool(self.cfg.pool, self.cfg.jobs)
     try:
