@@ -123,14 +123,6 @@ class Normalizer:
     self.copies = int(copies)
     self.norms = list(norms)
     self.by_name = {n.name: n for n in self.norms}
-    # One padded boundary matrix so a single decision needs one vectorized compare.
-    kmax = max([len(n.boundaries) for n in self.norms] + [1])
-    self.bmat = np.full((len(self.norms), kmax), np.inf)
-    self.dmat = np.zeros((len(self.norms), kmax))  # CDF increments per boundary
-    for i, n in enumerate(self.norms):
-      self.bmat[i, :len(n.boundaries)] = n.boundaries
-      self.dmat[i, :len(n.boundaries)] = n.increments
-    self._cum = [np.concatenate([[0.0], np.cumsum(n.increments)]) for n in self.norms]
     # Runs of consecutive elements sharing one norm (a [1, 33] eviction feature expands to
     # 33 copies): there, one binary search per run beats the padded all-boundaries compare
     # (661 x 253 for eviction: ~0.6 ms a decision; per run: ~40 us).
@@ -143,8 +135,41 @@ class Normalizer:
       self._runs.append((i, j))
       i = j
     self._per_run = len(self._runs) * 4 <= len(self.norms)
+    # The CDF per element, computed once a run: a worker builds a policy for every
+    # compile, and per element (661 for eviction) this took ~29 ms a compile (stop 69).
+    self._cum = []
+    for a, b in self._runs:
+      cum = np.concatenate([[0.0], np.cumsum(self.norms[a].increments)])
+      self._cum += [cum] * (b - a)
+    self._bmat = None
     self.mean = np.array([n.mean for n in self.norms])
     self.std = np.array([n.std for n in self.norms])
+
+  @property
+  def bmat(self) -> np.ndarray:
+    """[elements, K] boundaries padded with +inf (K the most any element has)."""
+    if self._bmat is None:
+      self._padded_matrices()
+    return self._bmat
+
+  @property
+  def dmat(self) -> np.ndarray:
+    """[elements, K] CDF increments per boundary, padded with 0 (beside bmat)."""
+    if self._bmat is None:
+      self._padded_matrices()
+    return self._dmat
+
+  def _padded_matrices(self):
+    # One padded boundary matrix so a single decision needs one vectorized compare
+    # (the path of normalizations with few repeated elements).
+    kmax = max([len(n.boundaries) for n in self.norms] + [1])
+    bmat = np.full((len(self.norms), kmax), np.inf)
+    dmat = np.zeros((len(self.norms), kmax))
+    for a, b in self._runs:
+      n = self.norms[a]
+      bmat[a:b, :len(n.boundaries)] = n.boundaries
+      dmat[a:b, :len(n.boundaries)] = n.increments
+    self._bmat, self._dmat = bmat, dmat
 
   @property
   def names(self):

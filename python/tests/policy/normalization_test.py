@@ -58,6 +58,12 @@ def test_single_equals_batch_for_expanded_column_features():
   for i in range(len(x)):
     assert np.array_equal(n.encode_one(x[i]), batch[i])
   assert not normalization.Normalizer([a, b, c])._per_run
+  # The padded all-boundaries compare (built per run, on first use) agrees too.
+  n._per_run = False
+  assert n.bmat.shape[0] == 67 and np.array_equal(n.bmat[40], np.pad(
+      b.boundaries, (0, n.bmat.shape[1] - len(b.boundaries)), constant_values=np.inf))
+  for i in range(len(x)):
+    assert np.array_equal(n.encode_one(x[i]), batch[i])
 
 
 def test_collector_bounded_sample():
