@@ -26,6 +26,7 @@ import time
 
 from mlgo.export import aot, native
 from mlgo.export.aot import ExportError
+from mlgo.policy import policy_io
 
 
 # LLVM's names for compiled-in models (cmake: tf_find_and_compile ... <Name> llvm::<Name>).
@@ -153,9 +154,23 @@ def export_policy(policy_dir, output_dir, *, tflite: bool = True, build_native: 
   policy_dir = pathlib.Path(policy_dir)
   out = pathlib.Path(output_dir)
   sm_src = policy_dir / "saved_policy"
+  files, checks = {}, {}
   if not (sm_src / "saved_model.pb").exists():
     if (policy_dir / "saved_model.pb").exists():
       sm_src = policy_dir  # a bare SavedModel dir is accepted too
+    elif (policy_dir / "policy.json").exists() and (policy_dir / "weights.npz").exists():
+      # A training iteration's policy dir (PPO writes SavedModels only for the iterations
+      # it validates): the SavedModel is made here from policy.json + weights.npz.
+      sm_src = out / "saved_policy"
+      _log(f"{policy_dir}: no saved_policy/, writing it from policy.json + weights.npz",
+           quiet)
+      out.mkdir(parents=True, exist_ok=True)
+      try:
+        policy_io.export_saved_model(policy_io.load_policy(policy_dir), sm_src)
+      except (ValueError, KeyError, FileNotFoundError) as e:
+        raise ExportError(f"{policy_dir}: cannot build a SavedModel from policy.json + "
+                          f"weights.npz: {e}") from e
+      checks["saved_model_written"] = True
     else:
       raise ExportError(f"{policy_dir}: no saved_policy/saved_model.pb (expected a policy dir "
                         f"written by mlgo training, or a SavedModel dir)")
@@ -164,7 +179,6 @@ def export_policy(policy_dir, output_dir, *, tflite: bool = True, build_native: 
     raise ExportError(f"{policy_dir}: cannot tell the problem (no policy.json 'problem', and "
                       f"the signature's names match no known problem)")
   out.mkdir(parents=True, exist_ok=True)
-  files, checks = {}, {}
 
   _log(f"{spec.problem} policy, {len(spec.feature_names())} features -> {out}", quiet)
   sm_dst = out / "saved_policy"

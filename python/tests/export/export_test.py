@@ -129,6 +129,33 @@ def test_export_rejects_dir_without_saved_model(tmp_path):
     export.export_policy(tmp_path / "p", tmp_path / "out", quiet=True)
 
 
+def test_export_writes_the_saved_model_of_a_policy_dir_without_one(tmp_path):
+  """A PPO iteration that was not validated has policy.json + weights.npz only: export
+  builds its SavedModel, and that model decides as the numpy policy does."""
+  import tensorflow as tf
+  pol = _copy_policy("tiny_inlining", tmp_path / "policy")
+  shutil.rmtree(pol / "saved_policy")
+  out = tmp_path / "out"
+  res = export.export_policy(pol, out, tflite=False, build_native=False, llvm_embed=False,
+                             llvm_versions=(22,), quiet=True)
+  assert res.problem == "inlining"
+  assert res.checks["saved_model_written"] is True
+  assert (out / "saved_policy" / "saved_model.pb").is_file()
+  assert (out / "aot" / "policy.o").is_file()
+  assert not (pol / "saved_policy").exists()   # the policy dir itself is left as it was
+  numpy_policy = load_policy(pol)
+  fn = tf.saved_model.load(str(out / "saved_policy")).signatures["action"]
+  rng = np.random.default_rng(3)
+  decisions = set()
+  for _ in range(40):
+    obs = {f["name"]: np.array([int(rng.integers(0, 400))], np.int64)
+           for f in numpy_policy.features}
+    got = int(fn(**{k: tf.constant(v) for k, v in obs.items()})["inlining_decision"][0])
+    assert got == int(numpy_policy.act(obs))
+    decisions.add(got)
+  assert decisions == {0, 1}, decisions   # not one constant answer
+
+
 def test_export_rejects_corrupt_saved_model(tmp_path):
   sm = tmp_path / "p" / "saved_policy"
   sm.mkdir(parents=True)

@@ -1,7 +1,8 @@
 """The PPO batch on real compiles of a tiny corpus: the regression penalty (decisions of
 keys more than 1% worse than the default lose exactly penalty x excess, the rest keep
 their reward), the sampling pool, and how compiles reach the workers (one set of workers
-a run, biggest module first, results in the sampled order)."""
+a run, biggest module first, results in the sampled order) and which iteration policies
+get a SavedModel."""
 import copy
 import os
 import pathlib
@@ -111,3 +112,22 @@ def test_collect_starts_big_modules_first_and_keeps_the_sampled_order(tmp_path):
   assert stats["failed"] == 0
   assert [r.module_name for r in batch] == [m.name for m in mods]
   t.close()
+
+
+def test_only_iterations_that_can_be_kept_get_a_saved_model(tmp_path):
+  """With validation, a SavedModel is written for the iterations the validation judges
+  (one of them becomes best_policy), not for the others; every iteration keeps its
+  policy.json + weights.npz."""
+  corpus = testing.make_tiny_corpus(tmp_path / "c", PROGRAMS[:4])
+  cfg = ppo.PPOConfig(modules_per_iteration=2, trace_modules=8, jobs=2, seed=0,
+                      validate_every=2, validation_modules=2, num_epochs=1)
+  t = ppo.Trainer(corpus, tmp_path / "run", config=cfg)
+  t.run(num_iterations=3)
+  pols = tmp_path / "run" / "policies"
+  for it, judged in ((0, True), (1, False), (2, True), (3, False)):
+    d = pols / f"iter-{it:05d}"
+    assert (d / "policy.json").is_file() and (d / "weights.npz").is_file(), d
+    assert (d / "saved_policy" / "saved_model.pb").is_file() == judged, d
+  best = t.state["best_validation"]["iteration"]
+  assert best in (0, 2)
+  assert (tmp_path / "run" / "best_policy" / "saved_policy" / "saved_model.pb").is_file()
