@@ -141,6 +141,7 @@ class Normalizer:
     for a, b in self._runs:
       cum = np.concatenate([[0.0], np.cumsum(self.norms[a].increments)])
       self._cum += [cum] * (b - a)
+    self._run_tables = [(a, b, self.norms[a].boundaries, self._cum[a]) for a, b in self._runs]
     self._bmat = None
     self.mean = np.array([n.mean for n in self.norms])
     self.std = np.array([n.std for n in self.norms])
@@ -237,12 +238,19 @@ class Normalizer:
       return self._z(x).astype(np.float32)
     if self._per_run:
       q = np.empty(len(x))
-      for a, b in self._runs:
-        q[a:b] = self._cum[a][np.searchsorted(self.norms[a].boundaries, x[a:b], side="right")]
+      for a, b, bounds, cum in self._run_tables:
+        q[a:b] = cum[bounds.searchsorted(x[a:b], side="right")]
       q[np.isnan(x)] = 0.0  # as in the TF graph: NaN >= boundary is false
     else:
       q = ((x[:, None] >= self.bmat) * self.dmat).sum(axis=1)
-    return np.stack([q, np.sqrt(q), self._z(x)], axis=-1).reshape(-1).astype(np.float32)
+    # Written into one buffer (not np.stack of three): the same numbers, half the time of
+    # the per-decision path (~50 us of ~100 us a decision, stop 69).
+    out = np.empty((len(x), ENCODED_PER_SCALAR))
+    out[:, 0] = q
+    np.sqrt(q, out=out[:, 1])
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf inputs stay NaN/inf
+      out[:, 2] = (slog(x) - self.mean) / self.std
+    return out.reshape(-1).astype(np.float32)
 
   def to_json(self):
     return [n.to_json() for n in self.norms]

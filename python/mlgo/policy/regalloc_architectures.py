@@ -54,11 +54,14 @@ def column_inputs_np(enc: np.ndarray, n_col_features: int, copies: int = 1):
                            for part in np.split(np.asarray(enc), copies, axis=1)], axis=-1)
   enc = clean_np(enc)
   b = enc.shape[0]
-  cols = enc[:, :n_col_features * COLUMNS * E].reshape(b, n_col_features, COLUMNS, E)
-  cols = cols.transpose(0, 2, 1, 3).reshape(b, COLUMNS, n_col_features * E)
-  prog = enc[:, n_col_features * COLUMNS * E:n_col_features * COLUMNS * E + E]
-  prog = np.broadcast_to(prog[:, None, :], (b, COLUMNS, E))
-  return np.concatenate([cols, prog], axis=-1)
+  k, f = n_col_features * COLUMNS * E, n_col_features * E
+  # Filled in place (not transpose + broadcast + concatenate): the same array, C order,
+  # in about half the time of the per-decision path.
+  out = np.empty((b, COLUMNS, f + E), enc.dtype)
+  out[:, :, :f].reshape(b, COLUMNS, n_col_features, E)[...] = (
+      enc[:, :k].reshape(b, n_col_features, COLUMNS, E).transpose(0, 2, 1, 3))
+  out[:, :, f:] = enc[:, None, k:k + E]
+  return out
 
 
 def _column_z_np(enc, i):
