@@ -76,9 +76,11 @@ class _Tee:
 
 
 def _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags, default_policy,
-               trace_log=None, llvm_version=toolchain_lib.DEFAULT_LLVM_VERSION):
-  """(argv, output object path, remarks path|None). base=None: no channel (the
-  compiler's own default). trace_log: load the problem's tracer, logging there."""
+               trace_log=None, llvm_version=toolchain_lib.DEFAULT_LLVM_VERSION,
+               want_object: bool = True):
+  """(argv, output object path|None, remarks path|None). base=None: no channel (the
+  compiler's own default). trace_log: load the problem's tracer, logging there.
+  want_object=False (llc only): no object is written, the path is None."""
   obj = os.path.join(tmp, "out.o")
   flags = problem.channel_flags(base, default_policy) if base else []
   if trace_log:
@@ -101,6 +103,8 @@ def _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags, default_p
                      f"(a corpus module or a .bc with its .cmd)")
     return module.compile_argv(tool_path or tc.clang, obj, flags), obj, remarks
   llc_mod = modules_lib.llc_input(module, tmp, tc.clang)
+  if not want_object:
+    return llc_mod.llc_argv(tool_path or tc.llc, obj, flags, filetype="null"), None, remarks
   return llc_mod.llc_argv(tool_path or tc.llc, obj, flags), obj, remarks
 
 
@@ -356,9 +360,13 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
     tc = toolchain_lib.toolchain(llvm_version)
     if annotator is not None:
       extra_flags = list(extra_flags) + list(annotator.flags(tmp))
+    # The object only where something reads it: the reward, a kept copy, an annotator or
+    # a caller's own flags (e.g. a block address map) may; a remarks reward does not.
+    want_object = (problem.reward_needs_object or problem.tool != "llc" or bool(output_path)
+                   or bool(extra_flags) or annotator is not None)
     argv, obj, remarks = _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags,
                                     isinstance(policy, DefaultPolicy), trace_log,
-                                    llvm_version)
+                                    llvm_version, want_object)
     proc = Process(argv, os.path.join(tmp, "stderr.txt"), deadline)
     early_rc, silent = None, False
     if channel:
@@ -409,7 +417,7 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
       return fail(f"timeout after {timeout:g}s")
     if rc != 0:
       return fail(proc.exit_reason(rc))
-    if not os.path.exists(obj):
+    if obj is not None and not os.path.exists(obj):
       return fail("compiler exited with status 0 but wrote no object file")
     try:
       reward = problem.reward_fn({"object": obj, "remarks": remarks, "contexts": order})

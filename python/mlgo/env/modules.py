@@ -36,9 +36,15 @@ class LlcModule:
   bc_path: str
   llc_flags: list = dataclasses.field(default_factory=list)
 
-  def llc_argv(self, llc: str, output: str, extra_flags: Sequence[str] = ()) -> list:
+  def llc_argv(self, llc: str, output: str, extra_flags: Sequence[str] = (),
+               filetype: str = "obj") -> list:
+    """filetype "null": code generation runs to the end (allocation, remarks) but no
+    object is written (output is ignored)."""
+    if filetype == "null":
+      return [llc] + list(self.llc_flags) + list(extra_flags) + [self.bc_path,
+                                                                 "-filetype=null"]
     return ([llc] + list(self.llc_flags) + list(extra_flags) +
-            [self.bc_path, "-filetype=obj", "-o", str(output)])
+            [self.bc_path, f"-filetype={filetype}", "-o", str(output)])
 
 
 def _cc1_of_driver(clang: str, args: Sequence[str]) -> list:

@@ -232,6 +232,7 @@ PERF_REWARD = dict(
     reward_tag=perf_reward_tag,
     reward_fn=perf_reward,
     reward_flags=bbmap.FLAGS_LLC,
+    reward_needs_object=True,    # the block address map is a section of the object
     remarks_filter=None,
     reward_description="estimated cycles per call of each function: the learned block "
                        "cost model (profiled real programs) weighted by llc's static "
@@ -268,6 +269,7 @@ _SHARED = dict(
     prepare=_prepare_same,
     reward_fn=reward,
     reward_name="remarks",
+    reward_needs_object=False,   # the remarks alone
     remarks_filter=REMARKS_FILTER,
     default_on_channel=False,
     key="function",

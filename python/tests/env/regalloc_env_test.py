@@ -100,3 +100,38 @@ def test_mlp_eviction_policy_is_corrected_not_crashing():
   for t in res.trajectories:
     masks = t.features["mask"].reshape(len(t), -1)
     assert all(m[a] == 1 for a, m in zip(t.actions, masks))
+
+
+@pytest.mark.parametrize("version", [22, 19])
+def test_remarks_reward_compiles_write_no_object_and_score_the_same(version, tmp_path,
+                                                                     monkeypatch):
+  """A remarks reward reads no object, so llc writes none (-filetype=null); the same
+  compile that keeps its object (output_path) gives the same decisions and reward."""
+  argvs = []
+  real = env.core.Process
+
+  def spy(argv, *a, **k):
+    argvs.append(list(argv))
+    return real(argv, *a, **k)
+  monkeypatch.setattr(env.core, "Process", spy)
+  m = lib.llc_module("pressure.c", version)
+  rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
+
+  class Random:
+    def __init__(self, rng):
+      self.rng = rng
+
+    def act(self, obs):
+      return regalloc.eviction_random(obs, self.rng)
+  plain = env.compile_module(m, "regalloc_eviction", Random(rng_a), llvm_version=version)
+  kept = env.compile_module(m, "regalloc_eviction", Random(rng_b), llvm_version=version,
+                            output_path=str(tmp_path / "kept.o"))
+  assert plain.ok and kept.ok, (plain.reason, kept.reason)
+  assert "-filetype=null" in argvs[0] and "-o" not in argvs[0]
+  assert "-filetype=obj" in argvs[1] and (tmp_path / "kept.o").stat().st_size > 0
+  assert plain.decisions == kept.decisions > 0
+  assert [t.actions.tolist() for t in plain.trajectories] == [
+      t.actions.tolist() for t in kept.trajectories]
+  assert plain.reward == kept.reward and sum(plain.reward["functions"].values()) > 0
+  # A reward that reads the object (the performance model's) still gets one.
+  assert problems.get_problem("regalloc_eviction_perf").reward_needs_object
