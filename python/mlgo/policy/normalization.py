@@ -136,7 +136,7 @@ class Normalizer:
       i = j
     self._per_run = len(self._runs) * 4 <= len(self.norms)
     # The CDF per element, computed once a run: a worker builds a policy for every
-    # compile, and per element (661 for eviction) this took ~29 ms a compile (stop 69).
+    # compile, and per element (661 for eviction) this took ~22 ms a compile (stop 69).
     self._cum = []
     for a, b in self._runs:
       cum = np.concatenate([[0.0], np.cumsum(self.norms[a].increments)])
