@@ -104,7 +104,8 @@ def _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags, default_p
     return module.compile_argv(tool_path or tc.clang, obj, flags), obj, remarks
   llc_mod = modules_lib.llc_input(module, tmp, tc.clang)
   if not want_object:
-    return llc_mod.llc_argv(tool_path or tc.llc, obj, flags, filetype="null"), None, remarks
+    return (llc_mod.llc_argv(tool_path or tc.llc, os.devnull, flags, filetype="null"), None,
+            remarks)
   return llc_mod.llc_argv(tool_path or tc.llc, obj, flags), obj, remarks
 
 
@@ -362,8 +363,9 @@ def compile_module(module, problem, policy, *, llvm_version: int = toolchain_lib
       extra_flags = list(extra_flags) + list(annotator.flags(tmp))
     # The object only where something reads it: the reward, a kept copy, an annotator or
     # a caller's own flags (e.g. a block address map) may; a remarks reward does not.
-    want_object = (problem.reward_needs_object or problem.tool != "llc" or bool(output_path)
-                   or bool(extra_flags) or annotator is not None)
+    # (clang compiles always write one: _tool_argv reads this for llc only.)
+    want_object = (problem.reward_needs_object or bool(output_path) or bool(extra_flags)
+                   or annotator is not None)
     argv, obj, remarks = _tool_argv(module, problem, tc, tmp, base, tool_path, extra_flags,
                                     isinstance(policy, DefaultPolicy), trace_log,
                                     llvm_version, want_object)

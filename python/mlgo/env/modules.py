@@ -39,9 +39,7 @@ class LlcModule:
   def llc_argv(self, llc: str, output: str, extra_flags: Sequence[str] = (),
                filetype: str = "obj") -> list:
     """filetype "null": code generation runs to the end (allocation, remarks) but no
-    object is written (output is ignored; llc is pointed at the null device)."""
-    if filetype == "null":
-      output = os.devnull
+    object is written (give os.devnull as output)."""
     return ([llc] + list(self.llc_flags) + list(extra_flags) +
             [self.bc_path, f"-filetype={filetype}", "-o", str(output)])
 

@@ -248,8 +248,7 @@ class Normalizer:
     out = np.empty((len(x), ENCODED_PER_SCALAR))
     out[:, 0] = q
     np.sqrt(q, out=out[:, 1])
-    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf inputs stay NaN/inf
-      out[:, 2] = (slog(x) - self.mean) / self.std
+    out[:, 2] = self._z(x)
     return out.reshape(-1).astype(np.float32)
 
   def to_json(self):
