@@ -94,7 +94,8 @@ def _sample(mods, n, seed):
 def _merge_best(state: dict, ppo_dir, cfg, report: dict, say):
   """The final_top_k best validated iterations merged (cfg.final_policy) into
   ppo_dir/final_policy; None (keep the single best) when fewer than two are at hand."""
-  its = selection.best_iterations(state.get("validation_history", {}), cfg.final_top_k)
+  its = selection.best_iterations(state.get("validation_history", {}), cfg.final_top_k,
+                                  state.get("hot_refused", ()))
   its = [i for i in its if (ppo_dir / "policies" / f"iter-{i:05d}" / "policy.json").exists()]
   if len(its) < 2:
     say(f"final policy: fewer than two validated iterations at hand for an "

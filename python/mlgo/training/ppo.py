@@ -93,6 +93,11 @@ class PPOConfig:
     choice; or the ones named in validation_package_names) are never sampled by PPO and
     the validation modules come from them: the kept policy is the one that does best on
     packages it never trained on, as new code would meet it.
+  validation_hot_modules / validation_hot_limit: if both > 0, a validation that would be
+    kept also compiles the K training modules (of the validation pool) with the largest
+    default cost, and the iteration is not kept if one of them is more than `limit`
+    times its default (mlgo.training.selection: a mean over many modules hides one hot
+    module blowing up).
   """
 
   def __init__(self, modules_per_iteration: int = 32, num_iterations: int = 100,
@@ -115,7 +120,8 @@ class PPOConfig:
                batch_advantage_normalization: bool = False, credit: str = "",
                credit_model: str = "", credit_weight: float = 1.0,
                module_reward_weight: float = 1.0, validation_packages: int = 0,
-               validation_package_names=()):
+               validation_package_names=(), validation_hot_modules: int = 0,
+               validation_hot_limit: float = 0.0):
     self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
   def to_json(self):
@@ -169,6 +175,7 @@ class Trainer:
     self.rng = np.random.default_rng()
     self.rng.bit_generator.state = self.state["rng"]
     self._workers = None   # the compile workers, started by the first collect
+    self._hot_where = None  # the hot module of the last hot check (progress lines)
 
   # --- state -------------------------------------------------------------------
   def _recover_checkpoint_dir(self):
@@ -392,12 +399,25 @@ class Trainer:
     return selection.validation_set(self.validation_pool or self.train_modules, self.state,
                                     self.cfg)
 
+  def hot_set(self):
+    return selection.hot_set(self.validation_pool or self.train_modules, self.state,
+                             self.cfg, self.problem)
+
   def validate(self, weights):
-    """Greedy policy on the validation modules: (change vs default in %, CPU seconds)."""
+    """Greedy policy on the validation modules: (change vs default in %, CPU seconds,
+    the hot modules' worst ratio to the default or None where not checked)."""
     with self._pool_for_a_step() as pool:
-      return selection.validate(self.problem, self.corpus, self.validation_set(), self.spec,
-                                weights, self.state["default_scores"], self.cfg, self.state,
-                                pool=pool)
+      val, cpu = selection.validate(self.problem, self.corpus, self.validation_set(),
+                                    self.spec, weights, self.state["default_scores"],
+                                    self.cfg, self.state, pool=pool)
+      worst = None
+      if selection.needs_hot_check(self.state, val, self.cfg):
+        worst, where, hcpu = selection.hot_check(
+            self.problem, self.corpus, self.hot_set(), self.spec, weights,
+            self.state["default_scores"], self.cfg, self.state, pool=pool)
+        cpu += hcpu
+        self._hot_where = where
+    return val, cpu, worst
 
   def sampling_pool(self) -> list:
     """The training modules an iteration draws from (PPOConfig.skip_decisionless)."""
@@ -457,11 +477,13 @@ class Trainer:
       rec["credit_missing"] = sizes.get("credit_missing", 0)
     if validating:
       t3 = time.monotonic()
-      val, vcpu = self.validate(new_weights)
+      val, vcpu, worst = self.validate(new_weights)
       rec["validation_change_pct"] = val
+      if worst is not None:
+        rec["validation_worst_hot_ratio"] = worst
       rec["validation_seconds"] = time.monotonic() - t3
       cstats["cpu_seconds"] += vcpu
-      self._keep_if_best(val, it, self.output / "policies" / f"iter-{it:05d}")
+      self._keep_if_best(val, it, self.output / "policies" / f"iter-{it:05d}", worst)
     tot = st["totals"]
     tot["failed"] += cstats["failed"]
     tot["cancelled"] += cstats["cancelled"]
@@ -493,12 +515,17 @@ class Trainer:
     """What the validation modules are, for progress lines."""
     return "modules of held-out packages" if self.validation_pool else "training modules"
 
-  def _keep_if_best(self, val: float, it: int, policy_dir):
-    selection.keep_if_best(self.state, self.output, val, it, policy_dir)
+  def _keep_if_best(self, val: float, it: int, policy_dir, worst: float | None = None):
+    limit = float(self.cfg.validation_hot_limit or 0.0)
+    selection.keep_if_best(self.state, self.output, val, it, policy_dir, worst, limit)
     b = self.state.get("best_validation") or {"change_pct": float("nan"), "iteration": None}
+    hot = ""
+    if worst is not None:
+      hot = (f"; hot modules: worst {worst:.2f}x the default ({self._hot_where}), "
+             + (f"over {limit:g}x, not kept" if worst > limit else f"within {limit:g}x"))
     print(f"iteration {it}: greedy validation on {len(self.validation_set())} "
           f"{self.validation_where} "
-          f"{val:+.3f}% vs default ({self.cfg.validation_metric}; best "
+          f"{val:+.3f}% vs default ({self.cfg.validation_metric}{hot}; best "
           f"{b['change_pct']:+.3f}% at iteration {b['iteration']})", file=self.stream,
           flush=True)
 
@@ -510,8 +537,8 @@ class Trainer:
       # The starting policy (the warm start) competes too: PPO must beat it to be kept.
       w = self.current_weights()
       d = self.export(w, self.state["iteration"])
-      val, _ = self.validate(w)
-      self._keep_if_best(val, self.state["iteration"], d)
+      val, _, worst = self.validate(w)
+      self._keep_if_best(val, self.state["iteration"], d, worst)
       self.save_checkpoint()
     try:
       while self.state["iteration"] < n:

@@ -13,6 +13,14 @@ many points per percent of validation modules more than 1% worse than the defaul
 users of a size or speed policy notice first). validation_packages keeps whole packages
 out of training and validates on them (hold_out_packages), so the rule weighs code the
 policy never trained on.
+
+validation_hot_modules / validation_hot_limit: a module mean over 200 modules moves by
+about a point when one hot module gets a few times costlier, and that is how a kept
+regalloc policy ended up tripling an mbedtls program's `main` (on training and held-out
+code alike). With both set, the K training modules with the largest known default cost
+(hot_set) are compiled too whenever a validation would become the best, and an
+iteration that makes one of them more than `limit` times its default ((policy + 1) /
+(default + 1), module totals) is not kept (keep_if_best).
 """
 import contextlib
 import os
@@ -72,26 +80,23 @@ def validation_set(train_modules, state: dict, cfg) -> list:
   return out
 
 
-def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores: dict, cfg,
-             state: dict | None = None, pool=None):
-  """(change vs default in % by cfg.validation_metric, compile CPU seconds). Modules
-  without a known default (state["default_modules"]) get the default compiled first; its
-  scores are added to default_scores (and the module to the state's default_modules).
-  `pool`: workers to compile on (kept open); None starts and stops a pool of cfg.jobs."""
+def _module_scores(problem, corpus, modules, spec, weights, default_scores, cfg, state,
+                   pool):
+  """Compiles the greedy policy on `modules`: ([(module, policy total, default total,
+  [(default, policy) per key])] in the modules' order, leaving out failed compiles;
+  compile CPU seconds). Modules without a known default (state["default_modules"]) get
+  the default compiled first; its scores are added to default_scores."""
   ref = (spec, weights, True)
-  pol = dft = cpu = 0.0
-  ratios = []
+  cpu = 0.0
+  out = []
   have_default = set(state.get("default_modules", [])) if state is not None else None
-  # The default's keys of each validation module, grouped once (not scanned per result).
+  # The default's keys of each module, grouped once (not scanned per result).
   names = {m.name for m in modules}
   keys_of = {}
   for k, d in default_scores.items():
     name = problem.module_of(k)
     if name in names:
       keys_of.setdefault(name, []).append((k, d))
-  pkg = {}   # package -> [policy, default]
-  key_scores = []   # per key: (default, policy), for key_geomean
-  regressed = 0
   with (contextlib.nullcontext(pool) if pool is not None
         else make_pool(cfg.pool, cfg.jobs)) as pool:
     tid = {}
@@ -116,48 +121,124 @@ def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores
           keys_of.setdefault(name, []).append((k, d))
       scores = problem.scores(name, r.value[0].reward)
       p_m = d_m = 0.0
+      keys = []
       for k, d in keys_of.get(name, ()):
         if k in scores or problem.missing_score is not None:
           p_k = scores.get(k, problem.missing_score or 0.0)
           p_m += p_k
           d_m += d
-          key_scores.append((d, p_k))
-      pol += p_m
-      dft += d_m
-      ratio = (p_m + 1.0) / (d_m + 1.0) - 1.0
-      ratios.append(ratio)
-      regressed += ratio > 0.01
-      t = pkg.setdefault(getattr(r.item[0], "package", "") or "", [0.0, 0.0])
-      t[0] += p_m
-      t[1] += d_m
+          keys.append((d, p_k))
+      out.append((r.item[0], p_m, d_m, keys))
+  return out, cpu
+
+
+def validate(problem, corpus, modules, spec: dict, weights: dict, default_scores: dict, cfg,
+             state: dict | None = None, pool=None):
+  """(change vs default in % by cfg.validation_metric, compile CPU seconds). Modules
+  without a known default (state["default_modules"]) get the default compiled first; its
+  scores are added to default_scores (and the module to the state's default_modules).
+  `pool`: workers to compile on (kept open); None starts and stops a pool of cfg.jobs."""
+  if cfg.validation_metric not in ("module_mean", "package_mean", "total", "key_geomean"):
+    raise ValueError(f"validation_metric {cfg.validation_metric!r}: expected total, "
+                     "module_mean, package_mean or key_geomean")
+  rows, cpu = _module_scores(problem, corpus, modules, spec, weights, default_scores, cfg,
+                             state, pool)
+  ratios = [(p_m + 1.0) / (d_m + 1.0) - 1.0 for _, p_m, d_m, _ in rows]
   if cfg.validation_metric == "module_mean":
     val = float(np.mean(ratios)) * 100.0 if ratios else float("nan")
   elif cfg.validation_metric == "package_mean":
+    pkg = {}   # package -> [policy, default]
+    for m, p_m, d_m, _ in rows:
+      t = pkg.setdefault(getattr(m, "package", "") or "", [0.0, 0.0])
+      t[0] += p_m
+      t[1] += d_m
     ch = [(p / d - 1.0) * 100.0 for p, d in pkg.values() if d > 0]
     val = float(np.mean(ch)) if ch else float("nan")
   elif cfg.validation_metric == "total":
+    pol, dft = sum(r[1] for r in rows), sum(r[2] for r in rows)
     val = (pol / dft - 1.0) * 100.0 if dft else float("nan")
-  elif cfg.validation_metric == "key_geomean":
-    g = key_geomean(key_scores)
-    val = g * 100.0 if g is not None else float("nan")
   else:
-    raise ValueError(f"validation_metric {cfg.validation_metric!r}: expected total, "
-                     "module_mean, package_mean or key_geomean")
+    g = key_geomean([k for r in rows for k in r[3]])
+    val = g * 100.0 if g is not None else float("nan")
   if ratios and getattr(cfg, "validation_regression_weight", 0.0):
+    regressed = sum(r > 0.01 for r in ratios)
     val += cfg.validation_regression_weight * 100.0 * regressed / len(ratios)
   return val, cpu
 
 
-def keep_if_best(state: dict, output, val: float, iteration: int, policy_dir):
+def hot_checks(cfg) -> bool:
+  return bool(getattr(cfg, "validation_hot_modules", 0)) and \
+      float(getattr(cfg, "validation_hot_limit", 0.0) or 0.0) > 0.0
+
+
+def hot_set(modules, state: dict, cfg, problem) -> list:
+  """The cfg.validation_hot_modules modules with the largest known default total
+  (state["default_scores"]; modules whose default is not known are not candidates),
+  chosen once and kept in the state like the validation set."""
+  by_name = {m.name: m for m in modules}
+  chosen = state.get("hot_set")
+  if chosen is not None:
+    return [by_name[n] for n in chosen if n in by_name]
+  totals = {}
+  for k, d in state.get("default_scores", {}).items():
+    name = problem.module_of(k)
+    if name in by_name:
+      totals[name] = totals.get(name, 0.0) + float(d)
+  order = sorted(totals, key=lambda n: (-totals[n], n))[:int(cfg.validation_hot_modules)]
+  out = [by_name[n] for n in order]
+  state["hot_set"] = [m.name for m in out]
+  return out
+
+
+def needs_hot_check(state: dict, val: float, cfg) -> bool:
+  """Whether a validation scoring `val` needs the hot modules compiled: only one that
+  would be kept does (the best so far, or any while every one so far was refused)."""
+  if not hot_checks(cfg) or val != val:
+    return False
+  best = state.get("best_validation")
+  return best is None or bool(best.get("refused")) or val < best["change_pct"]
+
+
+def hot_check(problem, corpus, modules, spec: dict, weights: dict, default_scores: dict,
+              cfg, state: dict | None = None, pool=None):
+  """(the largest (policy + 1) / (default + 1) over `modules`' totals, the module it is
+  in, compile CPU seconds); (1.0, None, cpu) when no module compiled."""
+  rows, cpu = _module_scores(problem, corpus, modules, spec, weights, default_scores, cfg,
+                             state, pool)
+  worst, where = 1.0, None
+  for m, p_m, d_m, _ in rows:
+    r = (p_m + 1.0) / (d_m + 1.0)
+    if where is None or r > worst:
+      worst, where = r, m.name
+  return worst, where, cpu
+
+
+def keep_if_best(state: dict, output, val: float, iteration: int, policy_dir,
+                 worst: float | None = None, limit: float = 0.0):
   """OUTPUT/best_policy becomes a copy of `policy_dir` if `val` is the best (lowest) yet.
   Every validation is kept in state["validation_history"] (iteration -> value), so a
-  final policy can also be built from the best few (mlgo.training.pipeline)."""
+  final policy can also be built from the best few (mlgo.training.pipeline).
+  `worst` (hot_check's ratio) above `limit` > 0 refuses the iteration: it is kept only
+  while every iteration so far was refused, and then only with a smaller worst ratio."""
   if val != val:
     return   # NaN: nothing was validated
   state.setdefault("validation_history", {})[str(iteration)] = float(val)
+  refused = worst is not None and limit > 0 and worst > limit
+  if worst is not None:
+    state.setdefault("hot_history", {})[str(iteration)] = float(worst)
+  if refused:
+    state.setdefault("hot_refused", []).append(int(iteration))
   best = state.get("best_validation")
-  if best is None or val < best["change_pct"]:
+  if best is None:
+    better = True
+  elif best.get("refused"):
+    better = not refused or worst < best["worst_hot_ratio"]
+  else:
+    better = not refused and val < best["change_pct"]
+  if better:
     state["best_validation"] = {"iteration": iteration, "change_pct": val}
+    if worst is not None:
+      state["best_validation"].update(worst_hot_ratio=float(worst), refused=refused)
     tmp = output / "best_policy.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(policy_dir, tmp)
@@ -165,9 +246,11 @@ def keep_if_best(state: dict, output, val: float, iteration: int, policy_dir):
     os.rename(tmp, output / "best_policy")
 
 
-def best_iterations(history: dict, k: int) -> list:
+def best_iterations(history: dict, k: int, refused=()) -> list:
   """The k iterations of `history` (iteration, as int or str -> validation value, e.g. a
   state's validation_history) with the best (lowest) values, best first; ties go to the
-  earlier iteration."""
-  order = sorted(history, key=lambda it: (history[it], int(it)))
+  earlier iteration. Iterations in `refused` (a state's hot_refused) are left out."""
+  out = {int(i) for i in refused}
+  order = sorted((it for it in history if int(it) not in out),
+                 key=lambda it: (history[it], int(it)))
   return [int(it) for it in order[:k]]

@@ -119,3 +119,81 @@ def test_trainer_validates_on_held_out_packages_and_never_samples_them(setup, tm
   plain = ppo.Trainer(c.path, tmp_path / "plain", warmstart=ROOT / "models" / "inlining_oz",
                       config=ppo.PPOConfig(validation_modules=100, jobs=2))
   assert plain.validation_where == "training modules"
+
+
+def test_hot_check_is_the_largest_module_ratio_of_separate_compiles(setup):
+  c, problem, pol, default, policy = setup
+  cfg = ppo.PPOConfig(jobs=2, validation_hot_modules=3, validation_hot_limit=1.5)
+  state = {"default_scores": dict(default)}
+  hot = selection.hot_set(c.modules, state, cfg, problem)
+  want = sorted(default, key=lambda n: (-default[n], n))[:3]   # inlining's keys are modules
+  assert [m.name for m in hot] == want and state["hot_set"] == want
+  # Chosen once: later defaults do not move it.
+  state["default_scores"] = {n: 1.0 for n in default}
+  assert selection.hot_set(c.modules, state, cfg, problem) == hot
+  worst, where, cpu = selection.hot_check(problem, c, hot, pol.spec, pol.arch.w, default, cfg)
+  ratio = {n: (policy[n] + 1) / (default[n] + 1) for n in want}
+  assert cpu > 0 and where == max(ratio, key=ratio.get)
+  assert worst == pytest.approx(ratio[where])
+
+
+def _keep(state, out, val, it, worst, limit=1.5):
+  d = out / f"iter-{it}"
+  d.mkdir(parents=True, exist_ok=True)
+  (d / "it").write_text(str(it))
+  selection.keep_if_best(state, out, val, it, d, worst, limit)
+  return int((out / "best_policy" / "it").read_text())
+
+
+def test_a_validation_that_blows_up_a_hot_module_is_not_kept(tmp_path):
+  cfg = ppo.PPOConfig(validation_hot_modules=40, validation_hot_limit=1.5)
+  st = {}
+  assert selection.needs_hot_check(st, -1.0, cfg)          # nothing kept yet
+  assert _keep(st, tmp_path, -1.0, 0, 1.2) == 0
+  assert not selection.needs_hot_check(st, -0.5, cfg)      # not the best: no hot compiles
+  assert _keep(st, tmp_path, -0.5, 10, None) == 0
+  assert selection.needs_hot_check(st, -3.0, cfg)
+  assert _keep(st, tmp_path, -3.0, 20, 2.6) == 0           # best mean, but 2.6x a hot module
+  assert st["hot_refused"] == [20]
+  assert _keep(st, tmp_path, -2.0, 30, 1.4) == 30          # within the limit
+  assert st["best_validation"] == {"iteration": 30, "change_pct": -2.0,
+                                   "worst_hot_ratio": 1.4, "refused": False}
+  assert st["validation_history"] == {"0": -1.0, "10": -0.5, "20": -3.0, "30": -2.0}
+  assert st["hot_history"] == {"0": 1.2, "20": 2.6, "30": 1.4}
+  # The best few for a merged final policy leave the refused iteration out.
+  assert selection.best_iterations(st["validation_history"], 2, st["hot_refused"]) == [30, 0]
+  assert selection.best_iterations(st["validation_history"], 2) == [20, 30]
+  # Off (no limit): the same figures keep the best mean.
+  assert not selection.needs_hot_check({}, -1.0, ppo.PPOConfig())
+
+
+def test_while_every_validation_is_refused_the_smallest_blow_up_is_kept(tmp_path):
+  cfg = ppo.PPOConfig(validation_hot_modules=40, validation_hot_limit=1.5)
+  st = {}
+  assert _keep(st, tmp_path, -1.0, 0, 3.0) == 0
+  assert selection.needs_hot_check(st, +5.0, cfg)          # a worse mean is checked too
+  assert _keep(st, tmp_path, 5.0, 10, 2.0) == 10           # smaller blow-up wins
+  assert _keep(st, tmp_path, -4.0, 20, 2.5) == 10
+  assert _keep(st, tmp_path, 9.0, 30, 1.1) == 30           # the first one within the limit
+  assert not st["best_validation"]["refused"]
+  assert not selection.needs_hot_check(st, 9.5, cfg)
+
+
+def test_trainer_checks_the_hot_modules_only_for_a_validation_that_would_be_kept(setup, tmp_path):
+  c, problem, pol, default, policy = setup
+  cfg = ppo.PPOConfig(validation_modules=100, jobs=2, validation_hot_modules=2,
+                      validation_hot_limit=100.0)
+  t = ppo.Trainer(c.path, tmp_path / "run", warmstart=ROOT / "models" / "inlining_oz",
+                  config=cfg)
+  try:
+    w = t.current_weights()
+    val, cpu, worst = t.validate(w)
+    want = sorted(default, key=lambda n: (-default[n], n))[:2]
+    assert t.state["hot_set"] == want
+    assert worst == pytest.approx(max((policy[n] + 1) / (default[n] + 1) for n in want))
+    t._keep_if_best(val, 0, t.export(w, 0), worst)
+    assert t.state["best_validation"]["worst_hot_ratio"] == pytest.approx(worst)
+    # The same policy again does not beat the best: no hot compiles.
+    assert t.validate(w)[2] is None
+  finally:
+    t.close()
