@@ -10,6 +10,13 @@ The same arithmetic is done in numpy (collection) and in the TF graph (saved pol
 so both give the same decisions. Boundaries are stored as float32-exact values and CDF
 levels as multiples of 1/1024, so comparisons and sums agree bit for bit on both sides.
 
+A feature fitted with transform "log" uses log(|x| + LOG_EPS) in place of slog in the
+third float. Eviction's frequency and weight features arrive divided by the function's
+largest value, so in a function with deep loops two candidates can differ 20,000-fold
+at 1e-9 and 3e-5: slog maps both to about 0 (a difference of 1e-4 standard deviations),
+the quantile puts both in its lowest bucket, and the network cannot tell the hot
+candidate from the cold one (SELECTION_RULES.md, stop 70). The log keeps decades apart.
+
 Encoding "slog" keeps only the third float. A release compiler evaluates the model at
 every call site, and the quantile's boundary compares and the square root are about a
 third of what one evaluation costs there; "slog" is the cheap form for such models.
@@ -23,6 +30,9 @@ ENCODED_PER_SCALAR = 3          # of the default encoding, "quantile"
 ENCODINGS = {"quantile": 3, "slog": 1}   # encoding -> floats per scalar element
 MAX_BOUNDARIES = 256
 LEVEL_UNITS = 1024
+# Values below this read as 0 under the "log" transform (log(LOG_EPS) = -27.6).
+LOG_EPS = 1e-12
+TRANSFORMS = ("slog", "log")
 
 
 @dataclasses.dataclass
@@ -32,8 +42,12 @@ class FeatureNorm:
   mean: float
   std: float
   levels: np.ndarray | None = None  # CDF at each boundary, multiples of 1/LEVEL_UNITS
+  transform: str = "slog"           # of the third float: "slog" or "log" (module doc)
 
   def __post_init__(self):
+    if self.transform not in TRANSFORMS:
+      raise ValueError(f"feature {self.name!r}: unknown transform {self.transform!r} "
+                       f"(known: {', '.join(TRANSFORMS)})")
     if self.levels is None:
       n = max(len(self.boundaries), 1)
       self.levels = np.round(np.arange(1, len(self.boundaries) + 1) / n * LEVEL_UNITS
@@ -45,17 +59,30 @@ class FeatureNorm:
     return np.diff(self.levels, prepend=0.0)
 
   def to_json(self):
-    return {"name": self.name, "boundaries": [float(b) for b in self.boundaries],
-            "levels": [float(l) for l in self.levels], "mean": self.mean, "std": self.std}
+    d = {"name": self.name, "boundaries": [float(b) for b in self.boundaries],
+         "levels": [float(l) for l in self.levels], "mean": self.mean, "std": self.std}
+    if self.transform != "slog":   # policies written before transforms stay byte-equal
+      d["transform"] = self.transform
+    return d
 
   @staticmethod
   def from_json(d):
     return FeatureNorm(d["name"], np.asarray(d["boundaries"], np.float64),
-                       float(d["mean"]), float(d["std"]), d.get("levels"))
+                       float(d["mean"]), float(d["std"]), d.get("levels"),
+                       d.get("transform", "slog"))
 
 
 def slog(x: np.ndarray) -> np.ndarray:
   return np.sign(x) * np.log1p(np.abs(x))
+
+
+def log_abs(x: np.ndarray) -> np.ndarray:
+  return np.log(np.abs(x) + LOG_EPS)
+
+
+def transform(x, kind: str = "slog"):
+  """The third float's transform of raw values, before standardization."""
+  return log_abs(x) if kind == "log" else slog(x)
 
 
 class QuantileCollector:
@@ -80,16 +107,18 @@ class QuantileCollector:
       allv = np.concatenate(cur)
       self.samples[name] = [self.rng.choice(allv, self.capacity, replace=False)]
 
-  def finish(self, max_boundaries: int = MAX_BOUNDARIES) -> list[FeatureNorm]:
+  def finish(self, max_boundaries: int = MAX_BOUNDARIES, transforms=None
+             ) -> list[FeatureNorm]:
+    """transforms: {feature name: "log"} for features not encoded with slog."""
     out = []
     for n in self.names:
       allv = np.concatenate(self.samples[n]) if self.samples[n] else np.zeros(1)
-      out.append(fit_feature(n, allv, max_boundaries))
+      out.append(fit_feature(n, allv, max_boundaries, (transforms or {}).get(n, "slog")))
     return out
 
 
-def fit_feature(name: str, values: np.ndarray, max_boundaries: int = MAX_BOUNDARIES
-                ) -> FeatureNorm:
+def fit_feature(name: str, values: np.ndarray, max_boundaries: int = MAX_BOUNDARIES,
+                kind: str = "slog") -> FeatureNorm:
   v = np.asarray(values, np.float64).reshape(-1)
   # LLVM sends NaN (and may send inf) for some eviction features, e.g. use_def_density
   # next to a live range of infinite spill weight. Fitted with them, the mean and every
@@ -101,9 +130,12 @@ def fit_feature(name: str, values: np.ndarray, max_boundaries: int = MAX_BOUNDAR
   b = np.unique(qs.astype(np.float32).astype(np.float64))
   sv = np.sort(v)
   levels = np.round(np.searchsorted(sv, b, side="right") / len(sv) * LEVEL_UNITS) / LEVEL_UNITS
-  s = slog(v)
+  if kind not in TRANSFORMS:
+    raise ValueError(f"feature {name!r}: unknown transform {kind!r} "
+                     f"(known: {', '.join(TRANSFORMS)})")
+  s = transform(v, kind)
   std = float(s.std())
-  return FeatureNorm(name, b, float(s.mean()), std if std > 1e-6 else 1.0, levels)
+  return FeatureNorm(name, b, float(s.mean()), std if std > 1e-6 else 1.0, levels, kind)
 
 
 class Normalizer:
@@ -145,6 +177,9 @@ class Normalizer:
     self._bmat = None
     self.mean = np.array([n.mean for n in self.norms])
     self.std = np.array([n.std for n in self.norms])
+    # Elements whose third float is log(|x| + LOG_EPS) instead of slog (None: none).
+    log = np.array([n.transform == "log" for n in self.norms], bool)
+    self.log_mask = log if log.any() else None
 
   @property
   def bmat(self) -> np.ndarray:
@@ -227,7 +262,10 @@ class Normalizer:
 
   def _z(self, x: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf inputs stay NaN/inf
-      return (slog(x) - self.mean) / self.std
+      s = slog(x)
+      if self.log_mask is not None:
+        s = np.where(self.log_mask, log_abs(x), s)
+      return (s - self.mean) / self.std
 
   def encode_one(self, x: np.ndarray) -> np.ndarray:
     """x: [F] float64 -> [3F] float32 ([F] for "slog"; times `copies`), the per-decision

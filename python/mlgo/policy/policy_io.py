@@ -22,7 +22,7 @@ import tempfile
 import numpy as np
 
 from mlgo.policy.architectures import architecture_class
-from mlgo.policy.normalization import FeatureNorm, Normalizer
+from mlgo.policy.normalization import LOG_EPS, FeatureNorm, Normalizer
 
 FORMAT_VERSION = 1
 
@@ -257,6 +257,9 @@ def export_saved_model(policy: Policy, path):
       x = tf.concat([tf.reshape(tf.cast(a, tf.float64), [1, -1]) for a in args], axis=1)
       xs = tf.tile(x, [1, norm.copies]) if norm.copies > 1 else x   # one copy per encoder
       s = tf.sign(xs) * tf.math.log1p(tf.abs(xs))
+      if norm.log_mask is not None:   # features fitted with the "log" transform
+        s = tf.where(tf.constant(norm.log_mask[None, :]),
+                     tf.math.log(tf.abs(xs) + LOG_EPS), s)
       z = (s - tf.constant(mean)) / tf.constant(std)
       if norm.encoding == "slog":
         enc = z

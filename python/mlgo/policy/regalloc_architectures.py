@@ -329,7 +329,8 @@ NORMALIZED_THRESHOLDS = ("mask_z_threshold", "urgent_z", "hint_z")
 
 
 def _z_of(norm, raw: float) -> float:
-  return float((normalization.slog(np.array([raw]))[0] - norm.mean) / norm.std)
+  t = normalization.transform(np.array([raw]), norm.transform)[0]
+  return float((t - norm.mean) / norm.std)
 
 
 def eviction_architecture(feature_names, norms: dict, hidden=(64, 32),

@@ -65,6 +65,10 @@ class Problem:
     trajectory_key(module, t)  the key a trajectory's decisions are credited with.
     reward_value(score, base)  1 - (score + d) / (base + d), clipped if reward_clip.
     architecture(features, norms, hidden)  the policy network config (policy.json).
+    log_scale_features         features whose values span many decades near 0 (eviction's
+                               frequencies and weights divided by the function's largest):
+                               with log_scale (bc.train_bc, PipelineConfig.log_scale) they
+                               are encoded with log instead of slog (mlgo.policy.normalization).
     exploration_prob(features, eps, tau)   where behavioral cloning leaves probability
                                on non-default actions (None: uniform label smoothing).
     probe_alternative(obs, action)  the action a rollout probe (mlgo.training.rollouts)
@@ -106,6 +110,7 @@ class Problem:
   reward_delta: float = 0.01
   reward_clip: Optional[float] = None
   architecture_fn: Callable[[list, dict, Sequence[int]], dict] = None
+  log_scale_features: Sequence[str] = ()
   default_hidden: Sequence[int] = (64, 64)
   exploration_fn: Optional[Callable] = None
   score_name: str = "score"                       # "text" (bytes) or "cost" in reports

@@ -105,6 +105,13 @@ COUNT_WEIGHTS = {
     "NumVRCopies": 0.2,
 }
 REMARKS_FILTER = "regalloc"
+# Divided by the function's largest value (or, for the density, a spill weight per
+# instruction): in a function with deep loops these span many decades below 1, where
+# slog cannot tell 1e-9 from 3e-5 (mlgo.policy.normalization, "log").
+EVICTION_LOG_SCALE_FEATURES = (
+    "weighed_reads_by_max", "weighed_writes_by_max", "weighed_read_writes_by_max",
+    "weighed_indvars_by_max", "hint_weights_by_max", "start_bb_freq_by_max",
+    "end_bb_freq_by_max", "hottest_bb_freq_by_max", "use_def_density")
 
 
 def _eviction_features():
@@ -297,6 +304,7 @@ def make_eviction_problem() -> Problem:
                     lowest_valid_column),
       random_fn=eviction_random,
       architecture_fn=_eviction_architecture,
+      log_scale_features=EVICTION_LOG_SCALE_FEATURES,
       default_hidden=(64, 32),
       probe_alternative=eviction_probe_alternative,
       **_SHARED,

@@ -43,20 +43,22 @@ def make_spec(problem: str, features: list, norms: list, architecture: dict,
 
 
 def fit_normalization(ds: dataset.Dataset, features: list, seed: int = 0,
-                      max_boundaries: int = normalization.MAX_BOUNDARIES):
+                      max_boundaries: int = normalization.MAX_BOUNDARIES, transforms=None):
   col = normalization.QuantileCollector([f["name"] for f in features], seed=seed)
   for shard in ds.shards():
     for f in features:
       col.add(f["name"], shard["f/" + f["name"]])
-  return col.finish(max_boundaries)
+  return col.finish(max_boundaries, transforms)
 
 
 def spec_from_trace(ds: dataset.Dataset, problem, hidden=None, seed: int = 0,
-                    architecture_options=None, encoding: str = "quantile") -> dict:
+                    architecture_options=None, encoding: str = "quantile",
+                    log_scale: bool = False) -> dict:
   """A fresh policy spec: the problem's features and architecture, the normalization
-  fitted on the trace."""
+  fitted on the trace (log_scale: the problem's log_scale_features with "log")."""
   features = [f for f in ds.features if f["name"] not in problem.hidden_features]
-  norms = fit_normalization(ds, features, seed)
+  transforms = ({n: "log" for n in problem.log_scale_features} if log_scale else None)
+  norms = fit_normalization(ds, features, seed, transforms=transforms)
   arch = problem.architecture(features, {n.name: n for n in norms}, hidden,
                               architecture_options)
   return make_spec(problem.name, features, norms, arch, encoding)
@@ -105,7 +107,8 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
              label_smoothing: float = 0.1, explore_eps: float = 0.0,
              explore_tau: float = 20.0, teacher=None, time_budget: float | None = None,
              architecture_options=None, encoding: str = "quantile", init_policy=None,
-             skip_deferred: bool = False, stream=sys.stderr) -> dict:
+             skip_deferred: bool = False, log_scale: bool = False,
+             stream=sys.stderr) -> dict:
   """Trains the problem's own actor network (mlgo.training.networks, the one PPO
   trains) to imitate the trace's default decisions.
 
@@ -130,7 +133,8 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
   deferring init_policy): leave out the decisions it hands to the compiler whose label is
   the compiler's answer; the network never made them, and imitating them would teach it
   the compiler's answers exactly where it was unsure (a label that departs from the
-  compiler there, e.g. a searched flip, is kept)."""
+  compiler there, e.g. a searched flip, is kept). log_scale: a fresh spec encodes the
+  problem's log_scale_features with log (mlgo.policy.normalization)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
   from mlgo.training import networks  # pylint: disable=import-outside-toplevel
@@ -149,7 +153,8 @@ def train_bc(trace_dir, output, hidden=None, epochs: int = 4, batch_size: int = 
                        f"{ds.problem}")
     spec = start.spec
   else:
-    spec = spec_from_trace(ds, problem, hidden, seed, architecture_options, encoding)
+    spec = spec_from_trace(ds, problem, hidden, seed, architecture_options, encoding,
+                           log_scale)
   arch = spec["architecture"]
   encoder = policy_io.Policy(spec, {})
   input_dim = encoder.normalizer.input_dim

@@ -62,6 +62,8 @@ class PipelineConfig:
     (their weight average).
   architecture_options: keyword options of the problem's network, given to BC's fresh
     spec (PPO trains what BC starts), e.g. {"cost_mask": True} for eviction.
+  log_scale: BC's fresh spec encodes the problem's log_scale_features with log instead
+    of slog (mlgo.policy.normalization; eviction's frequency and weight features).
   guarded_report: (regalloc) also evaluate guarded compiles of the final policy on the
     run's held-out split and unseen_suites (mlgo.env.guarded: per function the better of
     the default and the policy); their lines start with "guarded". The plain
@@ -77,7 +79,8 @@ class PipelineConfig:
                unseen_suites=("@unseen",), unseen_reserve: float = 150.0,
                final_policy: str = "best", final_top_k: int = 3,
                architecture_options=None, guarded_report: bool = False,
-               guarded_reserve: float = 45.0, ppo_iterations: int = 0):
+               guarded_reserve: float = 45.0, ppo_iterations: int = 0,
+               log_scale: bool = False):
     if final_policy not in ("best", "ensemble", "average"):
       raise ValueError(f"PipelineConfig.final_policy {final_policy!r}: expected best, "
                        "ensemble or average")
@@ -160,7 +163,7 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
       bc.train_bc(out / "trace", bc_dir, hidden=cfg.hidden, epochs=cfg.bc_epochs,
                   learning_rate=cfg.bc_learning_rate, label_smoothing=cfg.bc_label_smoothing,
                   heldout_fraction=cfg.bc_heldout_fraction, seed=cfg.seed,
-                  architecture_options=cfg.architecture_options,
+                  architecture_options=cfg.architecture_options, log_scale=cfg.log_scale,
                   time_budget=None if cfg.ppo_iterations > 0 else cfg.bc_time_budget,
                   stream=stream)
     report["bc"] = json.loads((bc_dir / "bc_metrics.json").read_text())

@@ -114,13 +114,17 @@ def fake_priority_features(n: int, rng) -> dict:
 
 
 def fitted_spec(problem_name: str, feats: dict, seed: int = 0, hidden=None,
-                architecture_options=None):
+                architecture_options=None, log_scale: bool = False):
   """(spec, seeded initial weights, encoded feats): normalization fitted on feats; hidden
-  and architecture_options as for the problem's architecture (its defaults if None)."""
+  and architecture_options as for the problem's architecture (its defaults if None);
+  log_scale as for bc.train_bc."""
   problem = problems_lib.get_problem(problem_name)
   specs = [{"name": f.name, "dtype": np.dtype(f.dtype).name, "shape": list(f.shape)}
            for f in problem.features]
-  norms = [normalization.fit_feature(s["name"], feats[s["name"]]) for s in specs]
+  logs = set(problem.log_scale_features) if log_scale else set()
+  norms = [normalization.fit_feature(s["name"], feats[s["name"]],
+                                     kind="log" if s["name"] in logs else "slog")
+           for s in specs]
   arch = problem.architecture(specs, {n.name: n for n in norms}, hidden, architecture_options)
   spec = bc_lib.make_spec(problem_name, specs, norms, arch)
   enc = policy_io.Policy(spec, {}).encode_batch(feats)
