@@ -33,6 +33,9 @@ def main(argv=None):
   ap.add_argument("--encoding", default="quantile", choices=["quantile", "slog"],
                   help="feature encoding: quantile (3 floats a feature) or slog (1: the "
                        "scaled log; cheaper to evaluate in a release compiler)")
+  ap.add_argument("--log_scale", action="store_true",
+                  help="encode the problem's log_scale_features (eviction: frequencies and "
+                       "weights divided by the function's largest) with log instead of slog")
   a = ap.parse_args(argv)
   from mlgo.training import bc  # pylint: disable=import-outside-toplevel
   traces = [user_path(t) for t in a.trace.split(",") if t]
@@ -43,7 +46,7 @@ def main(argv=None):
                   label_smoothing=a.label_smoothing, explore_eps=a.explore_eps,
                   explore_tau=a.explore_tau,
                   teacher=user_path(a.teacher) if a.teacher else None,
-                  encoding=a.encoding)
+                  encoding=a.encoding, log_scale=a.log_scale)
   if "heldout_accuracy" in m:
     print(f"heldout_accuracy={m['heldout_accuracy']:.4f} train_accuracy={m['train_accuracy']:.4f}")
   else:
