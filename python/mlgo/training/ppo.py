@@ -175,7 +175,6 @@ class Trainer:
     self.rng = np.random.default_rng()
     self.rng.bit_generator.state = self.state["rng"]
     self._workers = None   # the compile workers, started by the first collect
-    self._hot_where = None  # the hot module of the last hot check (progress lines)
 
   # --- state -------------------------------------------------------------------
   def _recover_checkpoint_dir(self):
@@ -405,19 +404,20 @@ class Trainer:
 
   def validate(self, weights):
     """Greedy policy on the validation modules: (change vs default in %, CPU seconds,
-    the hot modules' worst ratio to the default or None where not checked)."""
+    (the hot modules' worst ratio to the default, its module) or None where not
+    checked)."""
     with self._pool_for_a_step() as pool:
       val, cpu = selection.validate(self.problem, self.corpus, self.validation_set(),
                                     self.spec, weights, self.state["default_scores"],
                                     self.cfg, self.state, pool=pool)
-      worst = None
+      hot = None
       if selection.needs_hot_check(self.state, val, self.cfg):
         worst, where, hcpu = selection.hot_check(
             self.problem, self.corpus, self.hot_set(), self.spec, weights,
             self.state["default_scores"], self.cfg, self.state, pool=pool)
         cpu += hcpu
-        self._hot_where = where
-    return val, cpu, worst
+        hot = (worst, where)
+    return val, cpu, hot
 
   def sampling_pool(self) -> list:
     """The training modules an iteration draws from (PPOConfig.skip_decisionless)."""
@@ -477,13 +477,13 @@ class Trainer:
       rec["credit_missing"] = sizes.get("credit_missing", 0)
     if validating:
       t3 = time.monotonic()
-      val, vcpu, worst = self.validate(new_weights)
+      val, vcpu, hot = self.validate(new_weights)
       rec["validation_change_pct"] = val
-      if worst is not None:
-        rec["validation_worst_hot_ratio"] = worst
+      if hot is not None:
+        rec["validation_worst_hot_ratio"] = hot[0]
       rec["validation_seconds"] = time.monotonic() - t3
       cstats["cpu_seconds"] += vcpu
-      self._keep_if_best(val, it, self.output / "policies" / f"iter-{it:05d}", worst)
+      self._keep_if_best(val, it, self.output / "policies" / f"iter-{it:05d}", hot)
     tot = st["totals"]
     tot["failed"] += cstats["failed"]
     tot["cancelled"] += cstats["cancelled"]
@@ -515,17 +515,19 @@ class Trainer:
     """What the validation modules are, for progress lines."""
     return "modules of held-out packages" if self.validation_pool else "training modules"
 
-  def _keep_if_best(self, val: float, it: int, policy_dir, worst: float | None = None):
+  def _keep_if_best(self, val: float, it: int, policy_dir, hot=None):
+    """hot: validate's (worst ratio, module) of the hot modules, or None."""
     limit = float(self.cfg.validation_hot_limit or 0.0)
+    worst = hot[0] if hot is not None else None
     selection.keep_if_best(self.state, self.output, val, it, policy_dir, worst, limit)
     b = self.state.get("best_validation") or {"change_pct": float("nan"), "iteration": None}
-    hot = ""
-    if worst is not None:
-      hot = (f"; hot modules: worst {worst:.2f}x the default ({self._hot_where}), "
-             + (f"over {limit:g}x, not kept" if worst > limit else f"within {limit:g}x"))
+    line = ""
+    if hot is not None:
+      line = (f"; hot modules: worst {worst:.2f}x the default ({hot[1]}), "
+              + (f"over {limit:g}x, not kept" if worst > limit else f"within {limit:g}x"))
     print(f"iteration {it}: greedy validation on {len(self.validation_set())} "
           f"{self.validation_where} "
-          f"{val:+.3f}% vs default ({self.cfg.validation_metric}{hot}; best "
+          f"{val:+.3f}% vs default ({self.cfg.validation_metric}{line}; best "
           f"{b['change_pct']:+.3f}% at iteration {b['iteration']})", file=self.stream,
           flush=True)
 
@@ -537,8 +539,8 @@ class Trainer:
       # The starting policy (the warm start) competes too: PPO must beat it to be kept.
       w = self.current_weights()
       d = self.export(w, self.state["iteration"])
-      val, _, worst = self.validate(w)
-      self._keep_if_best(val, self.state["iteration"], d, worst)
+      val, _, hot = self.validate(w)
+      self._keep_if_best(val, self.state["iteration"], d, hot)
       self.save_checkpoint()
     try:
       while self.state["iteration"] < n:

@@ -187,11 +187,13 @@ def test_trainer_checks_the_hot_modules_only_for_a_validation_that_would_be_kept
                   config=cfg)
   try:
     w = t.current_weights()
-    val, cpu, worst = t.validate(w)
+    val, cpu, hot = t.validate(w)
+    worst, where = hot
     want = sorted(default, key=lambda n: (-default[n], n))[:2]
     assert t.state["hot_set"] == want
-    assert worst == pytest.approx(max((policy[n] + 1) / (default[n] + 1) for n in want))
-    t._keep_if_best(val, 0, t.export(w, 0), worst)
+    ratio = {n: (policy[n] + 1) / (default[n] + 1) for n in want}
+    assert worst == pytest.approx(max(ratio.values())) and where == max(ratio, key=ratio.get)
+    t._keep_if_best(val, 0, t.export(w, 0), hot)
     assert t.state["best_validation"]["worst_hot_ratio"] == pytest.approx(worst)
     # The same policy again does not beat the best: no hot compiles.
     assert t.validate(w)[2] is None
