@@ -137,8 +137,10 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
   say(f"corpus: {len(corpus.modules)} modules ({len(train)} train, {len(held)} held out)"
       f" in {corpus.path}")
 
-  # 2. default trace of a training sample
-  sample = [m.name for m in _sample(train, cfg.trace_modules, cfg.seed)]
+  # 2. default trace of a training sample (of the modules PPO may sample: within
+  # PPOConfig.max_module_bytes)
+  sample = [m.name for m in _sample(selection.within_size(train, pcfg), cfg.trace_modules,
+                                    cfg.seed)]
   trace_lib.generate_default_trace(corpus, problem_name, out / "trace", modules=sample,
                                    jobs=cfg.jobs, seed=cfg.seed,
                                    max_decisions_per_module=cfg.max_trace_decisions,

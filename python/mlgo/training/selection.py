@@ -61,18 +61,33 @@ def hold_out_packages(train_modules, cfg, where="corpus"):
           [m for m in train_modules if m.package in keep], chosen)
 
 
+def within_size(modules, cfg) -> list:
+  """`modules` without those whose bitcode file is bigger than cfg.max_module_bytes
+  (0: all of them); none left is an error naming the cap."""
+  cap = getattr(cfg, "max_module_bytes", 0)
+  if not cap:
+    return list(modules)
+  out = [m for m in modules if os.path.getsize(m.bc_path) <= cap]
+  if modules and not out:
+    raise ValueError(f"PPOConfig.max_module_bytes={cap}: every one of the {len(modules)} "
+                     f"training modules is bigger (smallest "
+                     f"{min(os.path.getsize(m.bc_path) for m in modules)} bytes)")
+  return out
+
+
 def validation_set(train_modules, state: dict, cfg) -> list:
   """A seeded sample of training modules, chosen once and kept in the state, so every
   validation of a run (the warm start's included) scores the same modules. Modules known
-  to have no decisions, or more than max_module_decisions, are left out; a module whose
-  default is not known yet gets it compiled by the first validation (validate)."""
+  to have no decisions, or more than max_module_decisions, or bigger than
+  max_module_bytes, are left out; a module whose default is not known yet gets it
+  compiled by the first validation (validate)."""
   by_name = {m.name: m for m in train_modules}
   chosen = state.get("validation_set")
   if chosen is not None:
     return [by_name[n] for n in chosen if n in by_name]
   nd = state.get("decisions", {})
   cap = cfg.max_module_decisions or float("inf")
-  mods = [m for m in train_modules if 0 < nd.get(m.name, 1) <= cap]
+  mods = [m for m in within_size(train_modules, cfg) if 0 < nd.get(m.name, 1) <= cap]
   rng = np.random.default_rng(cfg.seed + 12345)
   k = min(cfg.validation_modules, len(mods))
   out = [mods[i] for i in sorted(rng.choice(len(mods), size=k, replace=False))]

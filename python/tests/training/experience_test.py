@@ -72,6 +72,26 @@ def test_sampling_pool_follows_skip_decisionless(tmp_path):
     t.sampling_pool()
 
 
+def test_max_module_bytes_leaves_big_modules_out(tmp_path):
+  """Modules whose bitcode is bigger than the cap are neither sampled nor validated; a
+  cap no module fits is an error naming it."""
+  corpus = testing.make_tiny_corpus(tmp_path / "c", PROGRAMS[:4])
+  cfg = ppo.PPOConfig(modules_per_iteration=2, trace_modules=8, jobs=2, seed=0,
+                      validation_modules=8)
+  t = ppo.Trainer(corpus, tmp_path / "run", config=cfg)
+  size = {m.name: os.path.getsize(m.bc_path) for m in t.train_modules}
+  biggest = max(size, key=size.get)
+  assert sorted(size.values())[-2] < size[biggest]   # one module alone is the biggest
+  t.cfg.max_module_bytes = sorted(size.values())[-2]
+  assert sorted(m.name for m in t.sampling_pool()) == sorted(set(size) - {biggest})
+  t.cfg.skip_decisionless = False
+  assert biggest not in {m.name for m in t.sampling_pool()}
+  assert sorted(m.name for m in t.validation_set()) == sorted(set(size) - {biggest})
+  t.cfg.max_module_bytes = min(size.values()) - 1
+  with pytest.raises(ValueError, match="max_module_bytes"):
+    t.sampling_pool()
+
+
 def test_one_set_of_workers_serves_the_whole_run(tmp_path):
   """Collects and validations of a run share the compile workers started by the first
   step (the same processes); a step that fails part-way stops them, and run() stops
