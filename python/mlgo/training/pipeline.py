@@ -176,13 +176,17 @@ def run(problem_name: str, corpus_dir, output, *, warmstart=None,
   budget = (cfg.time_budget - (time.monotonic() - t_start) - cfg.eval_reserve
             - (cfg.unseen_reserve if cfg.unseen_suites else 0.0)
             - (cfg.guarded_reserve if cfg.guarded_report else 0.0))
+  n_big = len(trainer.train_modules) - len(selection.within_size(trainer.train_modules, pcfg))
+  modules = f"{len(trainer.train_modules)} training modules" + (
+      f" ({n_big} above PPOConfig.max_module_bytes={pcfg.max_module_bytes} left out)"
+      if n_big else "")
   if cfg.ppo_iterations > 0:
-    say(f"PPO: {len(trainer.train_modules)} training modules, {cfg.ppo_iterations} "
-        f"iterations (iteration {trainer.state['iteration']} so far)")
+    say(f"PPO: {modules}, {cfg.ppo_iterations} iterations (iteration "
+        f"{trainer.state['iteration']} so far)")
     trainer.run(num_iterations=cfg.ppo_iterations)
   else:
-    say(f"PPO: {len(trainer.train_modules)} training modules, about {max(0, budget):.0f}s "
-        f"(iteration {trainer.state['iteration']} so far)")
+    say(f"PPO: {modules}, about {max(0, budget):.0f}s (iteration "
+        f"{trainer.state['iteration']} so far)")
     if budget > 0:
       trainer.run(time_budget=budget)
   src = out / "ppo" / "policy"
