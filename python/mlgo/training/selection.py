@@ -64,7 +64,7 @@ def hold_out_packages(train_modules, cfg, where="corpus"):
 def within_size(modules, cfg) -> list:
   """`modules` without those whose bitcode file is bigger than cfg.max_module_bytes
   (0: all of them); none left is an error naming the cap."""
-  cap = getattr(cfg, "max_module_bytes", 0)
+  cap = cfg.max_module_bytes
   if not cap:
     return list(modules)
   out = [m for m in modules if os.path.getsize(m.bc_path) <= cap]
