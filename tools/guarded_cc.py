@@ -124,6 +124,7 @@ def main(argv=None) -> int:
           "[--cxx] [--log=FILE] -- COMPILER ARGS...", file=sys.stderr)
     return 2
   k = argv.index("--")
+  from mlgo.util import cli  # pylint: disable=import-outside-toplevel
   ap = argparse.ArgumentParser(description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--policy",
@@ -133,8 +134,7 @@ def main(argv=None) -> int:
                        "(tools/export_policy's inline_advisor.so); each object is the "
                        "smaller of clang's and the plugin's by .text size")
   ap.add_argument("--llc", help="with --policy=release: an llc with the model compiled in")
-  ap.add_argument("--problem", default="regalloc_eviction",
-                  choices=["regalloc_eviction", "regalloc_priority"])
+  cli.add_guard_problem_flag(ap)
   ap.add_argument("--cxx", action="store_true", help="drive clang++ (else clang)")
   ap.add_argument("--log", help="append one JSON line per guarded object here")
   ap.add_argument("--timeout", type=float, default=600.0, help="seconds per llc run")
@@ -152,7 +152,6 @@ def main(argv=None) -> int:
                   help="N sampled allocations of --policy (seeds 1..N, each function with "
                        "its own seed) as candidates after the --candidates; alone (with "
                        "--unguarded) the object of sample --samples")
-  from mlgo.util import cli  # pylint: disable=import-outside-toplevel
   cli.add_spill_code_flag(ap)
   ap.add_argument("--unguarded", action="store_true",
                   help="for comparison: keep the policy's own object (every function "

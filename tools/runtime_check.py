@@ -32,8 +32,8 @@ import argparse
 import json
 import sys
 
-from mlgo.util.cli import (add_candidate_flags, add_final_flag, candidate_dirs, policy_path,
-                            user_path)
+from mlgo.util.cli import (add_candidate_flags, add_final_flag, add_guard_problem_flag,
+                            candidate_dirs, policy_path, user_path)
 
 
 def main(argv=None):
@@ -42,8 +42,7 @@ def main(argv=None):
   names = ", ".join(f"{p.name} ({p.role})" for p in runtime_programs.PROGRAMS)
   ap = argparse.ArgumentParser(description=__doc__.format(
       programs=runtime_programs.describe()), formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--problem", default="regalloc_eviction",
-                  choices=["regalloc_eviction", "regalloc_priority"])
+  add_guard_problem_flag(ap)
   ap.add_argument("--policy", required=True)
   ap.add_argument("--output", default="runtime_check")
   ap.add_argument("--programs", default="",

@@ -78,6 +78,21 @@ def add_candidate_flags(ap, guard: str = "--guarded"):
   add_spill_code_flag(ap, "with --guarded: ")
 
 
+# The per-function (regalloc) problems a guarded build can be judged by: the base
+# problems by the remarks cost, their _perf variants by the learned performance model.
+GUARD_PROBLEMS = ("regalloc_eviction", "regalloc_priority",
+                  "regalloc_eviction_perf", "regalloc_priority_perf")
+
+
+def add_guard_problem_flag(ap):
+  """--problem for the tools that build programs with a regalloc policy: its decisions,
+  and, for --guarded, the reward that judges each function."""
+  ap.add_argument("--problem", default="regalloc_eviction", choices=GUARD_PROBLEMS,
+                  help="the policy's problem; with --guarded also the judge of each "
+                       "function (a _perf variant: the learned performance model's "
+                       "estimated cycles, else the allocator's remarks cost)")
+
+
 # The static guard's rules (mlgo.env.guarded.spill_code_rule): defined here, below env,
 # so the flag offers exactly what the guard takes.
 SPILL_CODE_RULES = ("function", "loops", "perf", "robust", "trades")

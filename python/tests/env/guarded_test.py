@@ -82,7 +82,9 @@ def test_plugin_list_selects_functions(combined, tmp_path):
 
 
 @pytest.mark.parametrize("problem,policy", [("regalloc_eviction", LowestColumn()),
-                                            ("regalloc_priority", SmallFirst())])
+                                            ("regalloc_priority", SmallFirst()),
+                                            # judged by the learned performance model
+                                            ("regalloc_eviction_perf", LowestColumn())])
 def test_guarded_compile_is_the_lower_cost_per_function(combined, tmp_path, problem, policy):
   _, dflt = _scores(combined, problem, env.CompilerDefault())
   _, pol = _scores(combined, problem, policy)
@@ -270,6 +272,21 @@ def test_cli_flag_offers_exactly_the_guard_rules():
   for rule in guarded.SPILL_CODE_RULES:
     value = ap.parse_args([f"--no_more_spill_code={rule}"]).no_more_spill_code
     assert guarded.spill_code_rule(value) == rule
+
+
+def test_every_guard_problem_of_the_tools_can_guard():
+  """The tools' --problem (runtime_check, guarded_cc) offers the regalloc problems and
+  their performance-model variants, and every one of them is a per-function guard."""
+  import argparse  # pylint: disable=import-outside-toplevel
+  from mlgo.util import cli  # pylint: disable=import-outside-toplevel
+  ap = argparse.ArgumentParser()
+  cli.add_guard_problem_flag(ap)
+  assert ap.parse_args([]).problem == "regalloc_eviction"
+  for name in cli.GUARD_PROBLEMS:
+    assert guarded.check_problem(ap.parse_args([f"--problem={name}"]).problem).key == "function"
+  assert {"regalloc_eviction_perf", "regalloc_priority_perf"} <= set(cli.GUARD_PROBLEMS)
+  with pytest.raises(SystemExit):
+    ap.parse_args(["--problem=inlining_oz"])
 
 
 def _guards_with_rule(combined, rule):
