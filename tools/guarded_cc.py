@@ -8,7 +8,8 @@ Every `-c` compile of one C/C++ source runs clang exactly as asked (the object, 
 files and diagnostics are clang's), then rebuilds the object from the same optimized
 bitcode with llc: per function the better register allocation of the default and the
 policy, by the allocator's spill/reload/copy cost (mlgo/env/guarded.py; two or three llc
-runs). Without a policy, llc with the flags taken from clang's own cc1 command gives
+runs), or with --problem=regalloc_eviction_perf by the learned performance model's
+estimated cycles per call (models/perf_model). Without a policy, llc with the flags taken from clang's own cc1 command gives
 clang's object byte for byte, so the objects differ only where the policy won.
 Anything else (linking, -E, -S, several sources) goes to clang unchanged.
 
@@ -121,7 +122,8 @@ def main(argv=None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   if "--" not in argv:
     print("usage: guarded_cc (--policy=DIR|release [--llc=PATH] | --inline_plugin=SO) "
-          "[--cxx] [--log=FILE] -- COMPILER ARGS...", file=sys.stderr)
+          "[--cxx] [--log=FILE] -- CLANG-ARGS... (the compiler itself is clang-22, or "
+          "clang++-22 with --cxx)", file=sys.stderr)
     return 2
   k = argv.index("--")
   from mlgo.util import cli  # pylint: disable=import-outside-toplevel

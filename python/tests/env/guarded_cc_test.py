@@ -304,3 +304,22 @@ def test_static_guard_over_candidates(tmp_path, srcs):
                         "-o", "x.o"], cwd=tmp_path, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 2 and "guarded_cc:" in r.stderr, bad
+
+
+def test_guard_judged_by_the_performance_model(tmp_path, srcs):
+  """--problem=regalloc_eviction_perf: the same wrapper, each function judged by the
+  learned performance model's estimated cycles per call instead of the remarks cost;
+  the program still runs like clang's and no object is costlier than clang's by it."""
+  want, _ = _build(tmp_path, srcs, [toolchain(22).clang], "c")
+  remarks, perf = tmp_path / "remarks.jsonl", tmp_path / "perf.jsonl"
+  _build(tmp_path, srcs, [tool(), f"--policy={model()}", f"--log={remarks}", "--"], "r")
+  got, _ = _build(tmp_path, srcs, [tool(), "--problem=regalloc_eviction_perf",
+                                   f"--policy={model()}", f"--log={perf}", "--"], "p")
+  assert got == want
+  rows = lambda f: {r["source"]: r for r in map(json.loads, f.read_text().splitlines())}
+  rr, rp = rows(remarks), rows(perf)
+  assert set(rp) == set(srcs)
+  for s, r in rp.items():
+    assert r["ok"] and r["guarded_cost"] <= min(r["default_cost"], r["policy_cost"]) + 1e-6, s
+    # Another judge: clang's own allocation costs something else in estimated cycles.
+    assert r["default_cost"] != pytest.approx(rr[s]["default_cost"]), s
