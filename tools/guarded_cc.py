@@ -9,8 +9,9 @@ files and diagnostics are clang's), then rebuilds the object from the same optim
 bitcode with llc: per function the better register allocation of the default and the
 policy, by the allocator's spill/reload/copy cost (mlgo/env/guarded.py; two or three llc
 runs), or with --problem=regalloc_eviction_perf by the learned performance model's
-estimated cycles per call (models/perf_model). Without a policy, llc with the flags taken from clang's own cc1 command gives
-clang's object byte for byte, so the objects differ only where the policy won.
+estimated cycles per call (models/perf_model). Without a policy, llc with the flags taken
+from clang's own cc1 command gives clang's object byte for byte, so the objects differ
+only where the policy won.
 Anything else (linking, -E, -S, several sources) goes to clang unchanged.
 
 --inline_plugin=SO (inlining for size): each object is the smaller, by .text, of clang's
