@@ -64,8 +64,9 @@ class PPOConfig:
     sampled nor validated, nor traced by the pipeline (they are still evaluated). An
     iteration waits for its slowest compile: on the default corpus a 9 MB module takes
     ~20 s of llc -O2 while the median (12 KB) takes 0.06 s, so the few giants set the
-    wall time of the iterations that draw them while the other worker idles. Known before any compile, so the pool and
-    the validation set are the same for every run with the same corpus and seed.
+    wall time of the iterations that draw them while the other worker idles. Known
+    before any compile, so the pool and the validation set are the same for every run
+    with the same corpus and seed.
   validate_every: every N iterations (0: never) compile `validation_modules` fixed
     training modules with the greedy policy; the best greedy total so far is kept in
     <output>/best_policy (the sampled policy's size says little about the greedy one).
