@@ -15,11 +15,13 @@ says whether they are.
 
 Memory layout: where code and data land changes cache and branch-predictor behaviour
 by a few tenths of a percent on its own. With --layouts=N (default 4) both sides are
-also linked N more times (objects shuffled, code, constants and data moved by a
-padding object) and run in each with the stack moved too (no instruction changes; every
-run has the same fixed environment); the second table compares the means and
-calls a program slower or faster only when a rank-sum test over the layouts says so
-(p < 0.05), else "within layout noise". --layouts=0 measures the one layout only.
+also built N more times: the same allocation compiled with other offsets inside its
+functions (blocks nothing falls into aligned to 2, 4, 8 or 16 bytes; the padding is
+never run), linked with the objects shuffled and code, constants and data moved by a
+padding object, and run with the stack moved too (every run has the same fixed
+environment). The second table compares the means and calls a program slower or faster
+only when a rank-sum test over the layouts says so (p < 0.05), else "within layout
+noise". --layouts=0 measures the one layout only.
 Writes runtime_check.json and runtime_check.png (per-layout dots, mean bars) to --output.
 
 Programs (role "model": profiles may fit a performance model; role "heldout": from

@@ -99,6 +99,13 @@ class GuardedResult:
   candidate_scores: list = dataclasses.field(default_factory=list)  # each candidate's
   route: dict = dataclasses.field(default_factory=dict)   # function -> winner (0: the
                                     # policy, k: candidates[k - 1]); empty: no candidates
+  object_from: str = "routed"       # the object is "default"'s, "policy"'s or the routed
+                                    # compile's (replay_guarded makes it again)
+
+  def record(self) -> dict:
+    """What replay_guarded needs to make this allocation again (JSON-safe)."""
+    return {"object_from": self.object_from, "policy_functions": list(self.policy_functions),
+            "route": dict(self.route)}
 
   @property
   def ok(self) -> bool:
@@ -360,32 +367,68 @@ def guarded_compile(module, problem, policy, *, default_scores: dict | None = No
       # default's, so the selected compile is always made (unless nothing is chosen).
       policy_is_best = False
     if policy_is_best:            # the policy compile is already the best of both
-      final, scores, obj = pol, policy_scores, objs["policy"]
+      final, scores, obj, object_from = pol, policy_scores, objs["policy"], "policy"
     elif not chosen and default_result is not None:
       final, scores, obj = default_result, default_scores, objs["default"]
+      object_from = "default"
     else:
       # One more compile (with an empty list when the default came from a cache and
       # the policy kept nothing: the object must still be the default's).
-      listing = os.path.join(tmp, "policy_functions.txt")
-      with open(listing, "w", encoding="utf-8") as f:
-        f.write("".join(fn + "\n" for fn in chosen))
-      flags = [f"-load={tracer_lib.plugin_path(llvm_version)}",
-               f"{POLICY_FUNCTIONS_OPTION}={listing}"]
-      final = core.compile_module(module, problem, policy, llvm_version=llvm_version,
-                                  timeout=timeout, extra_flags=flags + policy_flags,
-                                  output_path=objs["guarded"], tool_path=tool_path)
+      final = _routed_compile(module, problem, policy, chosen, tmp, llvm_version, timeout,
+                              objs["guarded"], tool_path, policy_flags)
       compiles += 1
       if not final.ok:
         return GuardedResult(final, {}, default_scores, policy_scores, chosen, compiles, [],
                              pol, candidate_scores, route)
-      scores, obj = dict(problem.score_fn(final.reward)), objs["guarded"]
+      scores, obj, object_from = dict(problem.score_fn(final.reward)), objs["guarded"], "routed"
     if output_path:
       shutil.copyfile(obj, output_path)
   mismatches = sorted(f for f in set(scores) | keys
                       if abs(scores.get(f, missing) - lower.get(f, missing))
                       > _TOLERANCE * max(1.0, abs(lower.get(f, missing))))
   return GuardedResult(final, scores, default_scores, policy_scores, chosen, compiles,
-                       mismatches, pol, candidate_scores, route)
+                       mismatches, pol, candidate_scores, route, object_from)
+
+
+def _routed_compile(module, problem, policy, chosen, tmp, llvm_version, timeout, output_path,
+                    tool_path=None, policy_flags=()):
+  """The compile in which exactly the functions in `chosen` keep `policy`'s decisions
+  (the tracer plugin's policy-functions list, written into tmp) and every other function
+  gets the default's."""
+  listing = os.path.join(tmp, "policy_functions.txt")
+  with open(listing, "w", encoding="utf-8") as f:
+    f.write("".join(fn + "\n" for fn in chosen))
+  flags = [f"-load={tracer_lib.plugin_path(llvm_version)}",
+           f"{POLICY_FUNCTIONS_OPTION}={listing}"]
+  return core.compile_module(module, problem, policy, llvm_version=llvm_version,
+                             timeout=timeout, extra_flags=flags + list(policy_flags),
+                             output_path=output_path, tool_path=tool_path)
+
+
+def replay_guarded(module, problem, policy, record: dict, *, candidates=(),
+                   llvm_version: int = 22, timeout: float = core.DEFAULT_TIMEOUT,
+                   output_path=None) -> core.CompileResult:
+  """One compile that makes again the allocation a guarded compile chose
+  (GuardedResult.record(): the default's, the policy's, or the routed one with the same
+  functions and winners), for a module that may differ in flags that act after register
+  allocation (e.g. block alignment: runtime_check's code layouts). `policy` and
+  `candidates` must be the guarded compile's own. One llc run instead of 2 + candidates."""
+  problem = check_problem(problem)
+  kind = record.get("object_from")
+  if kind == "default":
+    return core.compile_module(module, problem, CompilerDefault(), llvm_version=llvm_version,
+                               timeout=timeout, output_path=output_path)
+  if kind == "policy":
+    return core.compile_module(module, problem, policy, llvm_version=llvm_version,
+                               timeout=timeout, output_path=output_path)
+  if kind != "routed":
+    raise ValueError(f"replay_guarded: object_from {kind!r} is not default, policy or routed")
+  route = {f: int(k) for f, k in record.get("route", {}).items()}
+  if any(route.values()):
+    policy = FunctionRouter([policy] + list(candidates), route)
+  with tempfile.TemporaryDirectory(prefix="mlgo-replay-") as tmp:
+    return _routed_compile(module, problem, policy, record.get("policy_functions", []), tmp,
+                           llvm_version, timeout, output_path)
 
 
 def _guarded_module(module, problem, policy, default_scores, llvm_version, timeout,

@@ -152,14 +152,18 @@ def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm
   more than one policy): the routed build. final="fastest": the routed build runs the
   second workload too, and the build returned is the fastest binary measured there
   (fastest_binary: the routed one, a side's whole build, or the default's, copied so
-  that both sides have their own dir). Returns (its build dir, the selection's summary)."""
+  that both sides have their own dir). Returns (its build dir, the selection's summary,
+  the build_program keywords that made that dir: runtime_check's layouts rebuild it)."""
   from mlgo.env.policies import FunctionRouter  # pylint: disable=import-outside-toplevel
   sides = ["default", "policy"] + [f"candidate-{k}" for k in range(1, len(pols))]
+  common = dict(problem=problem, spec=None, weights=None, jobs=jobs,
+                llvm_version=llvm_version, clang_flags=clang_flags)
+  recipes = {"default": dict(common), "policy": dict(common, policy=pols[0])}
   for k, side in enumerate(sides[2:], 1):
     build_dirs[side] = out / prog.name / side
+    recipes[side] = dict(common, policy=pols[k])
     print(f"runtime_check: building {prog.name} ({side})", file=stream, flush=True)
-    build_program(prog, src, build_dirs[side], problem, None, None, jobs=jobs,
-                  llvm_version=llvm_version, clang_flags=clang_flags, policy=pols[k])
+    build_program(prog, src, build_dirs[side], **recipes[side])
   inp, script = second
   args = program_args(prog, inp, script, relative=True, selection=True)
   dirs = dict(build_dirs)   # and the routed build's, once made
@@ -185,9 +189,10 @@ def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm
         f"for {len(route)} of {summary['functions_run']} functions run)", file=stream,
         flush=True)
   router = pols[0] if len(pols) == 1 else FunctionRouter(pols, route)
-  build_program(prog, src, d, problem, None, None, jobs=jobs, llvm_version=llvm_version,
-                guarded=True, clang_flags=clang_flags, policy=router,
-                policy_functions=sorted(route))
+  recipes["routed"] = dict(common, guarded=True, policy=router,
+                           policy_functions=sorted(route))
+  build_program(prog, src, d, **recipes["routed"])
+  shipped_as = "routed"
   if final == "fastest":
     dirs["routed"] = d
     stdout, _, routed = one("routed")
@@ -207,6 +212,7 @@ def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm
       d = shipped
     elif summary["shipped"] != "routed":
       d = build_dirs[summary["shipped"]]
+    shipped_as = summary["shipped"]
   (out / prog.name / "measured" / "selection.json").write_text(
       json.dumps({**summary, "functions": sorted(route), "route": route}, indent=0) + "\n")
-  return d, summary
+  return d, summary, recipes[shipped_as]

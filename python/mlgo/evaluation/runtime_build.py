@@ -27,6 +27,7 @@ MISPREDICT = 15
 
 
 CXX_EXTS = (".cc", ".cpp", ".cxx")
+GUARD_RECORDS = "guard_records.json"
 
 
 def _obj_name(rel: str) -> str:
@@ -38,13 +39,14 @@ def _obj_name(rel: str) -> str:
 
 def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version, timeout,
                 llc_flags=(), policy=None, clang_flags=(), guarded=False,
-                policy_functions=None, candidates=(), no_more_spill_code=False):
+                policy_functions=None, candidates=(), no_more_spill_code=False, replay=None):
   """One translation unit: clang -O2 to bitcode, then llc with the allocator under test
   (`policy`, else the policy of spec/weights, else the default; guarded: a guarded
   compile of it, mlgo.env.guarded, which keeps the policy's allocation for exactly the
   functions in `policy_functions` when that is given, and chooses among the policy and
-  `candidates` per function otherwise). Returns (error | None, the compile's reward
-  dict)."""
+  `candidates` per function otherwise; guarded with `replay`, a guard's record of this
+  unit: that guard's allocation made again in one compile). Returns (error | None, the
+  compile's reward dict, the guard's record or None)."""
   tc = toolchain(llvm_version)
   bc = obj + ".bc"
   cc = tc.clangxx if rel.endswith(CXX_EXTS) else tc.clang
@@ -53,10 +55,18 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
                      text=True,
                      timeout=timeout)
   if r.returncode != 0:
-    return f"clang failed on {rel}: {r.stderr[-300:]}", None
+    return f"clang failed on {rel}: {r.stderr[-300:]}", None, None
   if policy is None:
     policy = (policy_io.Policy(spec, weights) if spec is not None else env.CompilerDefault())
   module = env.LlcModule(rel, bc, ["-O2", "-relocation-model=pic"] + list(llc_flags))
+  if guarded and replay is not None:
+    from mlgo.env import guarded as guarded_lib  # pylint: disable=import-outside-toplevel
+    res = guarded_lib.replay_guarded(module, problem, policy, replay, candidates=candidates,
+                                     llvm_version=llvm_version, timeout=timeout,
+                                     output_path=obj)
+    if not res.ok:
+      return f"llc failed on {rel}: {res.reason}", None, None
+    return None, res.reward, replay
   if guarded:
     from mlgo.env import guarded as guarded_lib  # pylint: disable=import-outside-toplevel
     g = guarded_lib.guarded_compile(module, problem, policy, llvm_version=llvm_version,
@@ -65,19 +75,19 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
                                     candidates=candidates,
                                     no_more_spill_code=no_more_spill_code)
     if not g.ok:
-      return f"llc failed on {rel}: {g.result.reason}", None
-    return None, {"functions": g.scores, "total": float(sum(g.scores.values()))}
+      return f"llc failed on {rel}: {g.result.reason}", None, None
+    return None, {"functions": g.scores, "total": float(sum(g.scores.values()))}, g.record()
   res = env.compile_module(module, problem, policy, llvm_version=llvm_version,
                            timeout=timeout, output_path=obj)
   if not res.ok:
-    return f"llc failed on {rel}: {res.reason}", None
-  return None, res.reward
+    return f"llc failed on {rel}: {res.reason}", None, None
+  return None, res.reward, None
 
 
 def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, jobs=2,
                   llvm_version=22, timeout=600.0, llc_flags=(), policy=None, clang_flags=(),
                   link_flags=(), guarded=False, policy_functions=None, candidates=(),
-                  no_more_spill_code=False):
+                  no_more_spill_code=False, replay_from=None):
   """Builds `prog` into out_dir/<name>: every translation unit through llc with the
   allocator under test (policy, or spec/weights, or the default), extra llc_flags (and
   clang_flags for the -O2 bitcode, link_flags for the link, e.g. PGO's). The optimized
@@ -85,9 +95,21 @@ def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, j
   reward go to out_dir/functions.json. guarded with policy_functions: a selected build
   (the policy's allocation for those functions only); guarded with candidates: per
   function the lowest cost among the default, the policy and the candidates
-  (no_more_spill_code: the guard's rule of that name)."""
+  (no_more_spill_code: the guard's rule of that name). A guarded build writes each unit's
+  guard record to out_dir/guard_records.json; replay_from (guarded only): another build
+  dir of the same program whose records this build makes again, one compile per unit."""
   out_dir = pathlib.Path(out_dir)
   out_dir.mkdir(parents=True, exist_ok=True)
+  records = {}
+  if replay_from is not None:
+    rec_file = pathlib.Path(replay_from) / GUARD_RECORDS
+    if not guarded or not rec_file.exists():
+      raise ValueError(f"{prog.name}: replay_from={replay_from}: needs a guarded build and "
+                       f"that build's {GUARD_RECORDS}")
+    records = json.loads(rec_file.read_text())
+    missing = [rel for rel in prog.sources if rel not in records]
+    if missing:
+      raise ValueError(f"{rec_file}: no guard record for {missing[:3]}")
   objs, functions = [], {}
   with cf.ProcessPoolExecutor(max_workers=max(1, jobs)) as ex:
     futs = []
@@ -98,13 +120,18 @@ def build_program(prog: Program, src_root, out_dir, problem, spec, weights, *, j
                             spec, weights, llvm_version, timeout, tuple(llc_flags), policy,
                             tuple(clang_flags), guarded,
                             None if policy_functions is None else frozenset(policy_functions),
-                            tuple(candidates), no_more_spill_code))
-    for f in futs:
-      err, reward = f.result()
+                            tuple(candidates), no_more_spill_code, records.get(rel)))
+    made = {}
+    for rel, f in zip(prog.sources, futs):
+      err, reward, record = f.result()
       if err:
         raise RuntimeError(f"{prog.name}: {err}")
       functions.update(reward.get("functions", {}))
+      if record is not None:
+        made[rel] = record
   (out_dir / "functions.json").write_text(json.dumps(functions, indent=0) + "\n")
+  if guarded:
+    (out_dir / GUARD_RECORDS).write_text(json.dumps(made, indent=0) + "\n")
   return link_program(prog, objs, out_dir / prog.name, llvm_version, link_flags)
 
 
@@ -154,8 +181,39 @@ def layout_padding(layout: int) -> tuple:
 
 # Part of the default build's cache key, bumped whenever how a run is set up or what a
 # layout varies changes: a default measured under an older recipe is built and measured
-# again.
-LAYOUT_RECIPE = 3
+# again. 4: layouts also move code inside functions (code_layout_flags).
+LAYOUT_RECIPE = 4
+
+
+def code_layout_flags(layout: int) -> tuple:
+  """llc flags for the code placement of layout `layout` > 0: every block that no block
+  falls into aligned to 2^k bytes, k = 1 + (layout - 1) % 4. The padding before such a
+  block is never executed. What moves is the offsets between a function's branches, and
+  with them which branches share a counter of cachegrind's predictor (indexed by history
+  and the low 7 address bits). Moving whole objects leaves those offsets alone, so
+  without this two allocations of one function differ by their own aliasing luck in
+  every layout (SELECTION_RULES.md, stop 73: up to 0.5% of a program's estimated cycles)."""
+  if layout < 1:
+    raise ValueError(f"code_layout_flags: layout {layout} is not an extra layout (>= 1)")
+  return (f"-align-all-nofallthru-blocks={1 + (layout - 1) % 4}",)
+
+
+def rebuild_layout(prog: Program, src_root, build_dir, recipe: dict, layout: int,
+                   llvm_version=22):
+  """build_dir's allocation made again with layout `layout`'s code placement
+  (code_layout_flags) into build_dir/layout-<i>, then linked in that layout
+  (relink_layout: build_dir/layout-<i>/layout-<i>/<program>). recipe: the keywords of
+  build_program (problem, spec, weights and the rest) that made build_dir; a guarded
+  build is replayed from its guard records, so every function keeps the allocation it
+  has in build_dir (one compile per unit)."""
+  build_dir = pathlib.Path(build_dir)
+  kw = dict(recipe)
+  kw["llc_flags"] = tuple(kw.get("llc_flags", ())) + code_layout_flags(layout)
+  if kw.get("guarded"):
+    kw["replay_from"] = build_dir
+  dest = build_dir / f"layout-{layout}"
+  build_program(prog, src_root, dest, **kw)
+  return relink_layout(prog, dest, layout, llvm_version, kw.get("link_flags", ()))
 
 
 def relink_layout(prog: Program, build_dir, layout: int, llvm_version=22, link_flags=()):

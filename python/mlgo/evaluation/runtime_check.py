@@ -28,7 +28,7 @@ import sys
 from mlgo import problems as problems_lib
 from mlgo.evaluation.measured_guard import FINAL, selected_build
 from mlgo.evaluation.runtime_build import (LAYOUT_RECIPE, build_program, cachegrind,
-                                           layout_padding, metrics, relink_layout)
+                                           layout_padding, metrics, rebuild_layout)
 from mlgo.evaluation.runtime_programs import (Program, prepare_program, program_args, select,
                                              write_workload)
 from mlgo.evaluation.runtime_report import layout_summary
@@ -97,8 +97,9 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
   pgo: both sides are PGO builds (-fprofile-instr-use with a profile of the program's
   own workload, taken once per output dir), so llc's block frequencies are measured;
   the comparison is then policy-with-profile against default-with-profile.
-  layouts: each side is also linked in `layouts` more memory layouts (link_program) and
-  run in each; the row's "layouts" entry then holds every layout's metrics per side
+  layouts: each side is also built and linked in `layouts` more memory layouts (its
+  allocation with other offsets inside functions, rebuild_layout; objects shuffled and
+  moved, link_program) and run in each; the row's "layouts" entry then holds every layout's metrics per side
   and layout_summary's verdict (a change within what moving the code produces is no
   change)."""
   pol = policy_io.load_policy(policy_dir)
@@ -155,20 +156,21 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
           hw["default"] = c["perf"]
         print(f"runtime_check: {prog.name} (default) from {cached}", file=stream, flush=True)
     args = program_args(prog, inp, script, relative=True)
-    build_dirs = {}
+    build_dirs, recipes = {}, {}   # recipes: build_program's keywords per side (layouts)
     for variant, spec, w in (("default", None, None), ("policy", pol.spec, pol.arch.w)):
       g = guarded and variant == "policy"
       build_dirs[variant] = out / prog.name / ("guarded" if g else variant)
+      recipes[variant] = dict(problem=problem, spec=spec, weights=w, jobs=jobs,
+                              llvm_version=llvm_version, guarded=g, clang_flags=clang_flags,
+                              candidates=others if g else (),
+                              no_more_spill_code=no_more_spill_code if g else None)
       if variant not in res:
         print(f"runtime_check: building {prog.name} ({'guarded' if g else variant})",
               file=stream, flush=True)
-        build_program(prog, src, build_dirs[variant], problem, spec, w, jobs=jobs,
-                      llvm_version=llvm_version, guarded=g, clang_flags=clang_flags,
-                      candidates=others if g else (),
-                      no_more_spill_code=no_more_spill_code if g else None)
+        build_program(prog, src, build_dirs[variant], **recipes[variant])
     selection = None
     if measured_guard:
-      build_dirs["policy"], selection = selected_build(
+      build_dirs["policy"], selection, recipes["policy"] = selected_build(
           prog, src, out, build_dirs, second, problem, [pol] + others, jobs, llvm_version,
           clang_flags, stream, select_on, final)
     # Every run still to make, both sides and every layout, `jobs` at a time: cachegrind
@@ -176,7 +178,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
     todo = [(v, 0) for v in ("default", "policy") if v not in res]
     todo += [(v, i) for v in ("default", "policy")
              for i in range(len(lay[v]) + 1, layouts + 1)]
-    runs = _measure(prog, out, build_dirs, todo, args, layouts, llvm_version, jobs, stream)
+    runs = _measure(prog, src, out, build_dirs, recipes, todo, args, layouts, llvm_version,
+                    jobs, stream)
     for v in ("default", "policy"):
       if (v, 0) in runs:
         res[v] = runs[v, 0]
@@ -207,15 +210,24 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
   return rows
 
 
-def _measure(prog, out, build_dirs, todo, args, layouts, llvm_version, jobs,
+def _measure(prog, src, out, build_dirs, recipes, todo, args, layouts, llvm_version, jobs,
              stream) -> dict:
   """{(variant, layout): (output sha256, metrics, output bytes)} for each run in `todo`,
-  `jobs` at a time: layout 0 is the plain link, layout i > 0 a relink (relink_layout) run
-  with its stack shift."""
+  `jobs` at a time: layout 0 is the plain build, layout i > 0 the same allocation
+  compiled again with that layout's code placement and linked in that layout
+  (rebuild_layout; the builds first, then every run) with its stack shift."""
+  exes = {}
+  for variant, i in todo:
+    if i:
+      print(f"runtime_check: building {prog.name} ({variant}) in layout {i}/{layouts}",
+            file=stream, flush=True)
+      exes[variant, i] = rebuild_layout(prog, src, build_dirs[variant], recipes[variant], i,
+                                        llvm_version)
+
   def one(task):
     variant, i = task
     if i:
-      exe = relink_layout(prog, build_dirs[variant], i, llvm_version)
+      exe = exes[variant, i]
       what, name = f"in layout {i}/{layouts}", f"cachegrind.{variant}.layout-{i}"
     else:
       exe = build_dirs[variant] / prog.name

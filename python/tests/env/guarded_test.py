@@ -232,6 +232,41 @@ def test_guard_over_candidates_is_the_lowest_per_function(combined, tmp_path):
     guarded.candidate_policies(p, [lib.shipped_eviction_model()], 0, "regalloc_priority")
 
 
+def test_replay_makes_the_guarded_allocation_again_in_one_compile(combined, tmp_path):
+  """A guard's record (routed over candidates) replayed: the same object with the same
+  flags; with block alignment added (acts after allocation), the same per-function
+  remarks costs and a different object. Records of the default's and the policy's own
+  object replay to those objects; an unknown kind is refused."""
+  p = policy_io.load_policy(lib.shipped_eviction_model())
+  cands = guarded.candidate_policies(p, [], 1, "regalloc_eviction")
+  out = tmp_path / "g.o"
+  g = guarded.guarded_compile(combined, "regalloc_eviction", LowestColumn(),
+                              candidates=cands, output_path=str(out))
+  assert g.ok and g.object_from == "routed" and any(g.route.values())
+  rec = g.record()
+  assert rec == {"object_from": "routed", "policy_functions": g.policy_functions,
+                 "route": g.route}
+  again = tmp_path / "again.o"
+  r = guarded.replay_guarded(combined, "regalloc_eviction", LowestColumn(), rec,
+                             candidates=cands, output_path=str(again))
+  assert r.ok and again.read_bytes() == out.read_bytes()
+  aligned = env.LlcModule("all", combined.bc_path, FLAGS + ["-align-all-nofallthru-blocks=3"])
+  moved = tmp_path / "moved.o"
+  r = guarded.replay_guarded(aligned, "regalloc_eviction", LowestColumn(), rec,
+                             candidates=cands, output_path=str(moved))
+  assert r.ok and moved.read_bytes() != out.read_bytes()
+  assert dict(r.reward["functions"]) == pytest.approx(g.scores, rel=1e-9)
+  for kind, policy in (("default", env.CompilerDefault()), ("policy", LowestColumn())):
+    own = tmp_path / f"{kind}.o"
+    _scores(combined, "regalloc_eviction", policy, own)
+    r = guarded.replay_guarded(combined, "regalloc_eviction", LowestColumn(),
+                               dict(rec, object_from=kind), candidates=cands,
+                               output_path=str(tmp_path / f"{kind}-again.o"))
+    assert r.ok and (tmp_path / f"{kind}-again.o").read_bytes() == own.read_bytes()
+  with pytest.raises(ValueError, match="object_from 'best'"):
+    guarded.replay_guarded(combined, "regalloc_eviction", LowestColumn(),
+                           dict(rec, object_from="best"))
+
 def test_no_more_spill_code_keeps_only_wins_that_add_none(combined):
   """no_more_spill_code: a side wins a function only if its frequency-free spill-code
   count is not above the default's; among those, the lowest cost; never a function that

@@ -211,6 +211,50 @@ def test_layouts_move_code_and_data_but_not_behaviour(tmp_path, small_program):
     rb.relink_layout(p, build, 3)
 
 
+def test_code_layouts_move_code_inside_functions_not_the_allocation(tmp_path, small_program):
+  """rebuild_layout compiles a side's allocation again with other offsets inside its
+  functions: a guarded build is replayed from its records (the same remarks cost per
+  function, so the same allocation), the objects' bytes move, the output does not, and
+  the executed instructions stay within a hair (the padding is never run)."""
+  model = next(p for p in cli.runfile_candidates("models/regalloc_eviction")
+               if (p / "policy.json").exists())
+  from mlgo.policy import policy_io  # pylint: disable=import-outside-toplevel
+  pol = policy_io.load_policy(model)
+  work = tmp_path / "work"
+  inp, script = rp.write_workload(work)
+  p, src = rp.prepare_program(small_program, work)
+  recipe = dict(problem="regalloc_eviction", spec=pol.spec, weights=pol.arch.w, jobs=2,
+                guarded=True)
+  build = work / p.name / "guarded"
+  exe0 = rb.build_program(p, src, build, **recipe)
+  records = json.loads((build / rb.GUARD_RECORDS).read_text())
+  assert set(records) == set(p.sources)
+  assert any(r["policy_functions"] for r in records.values())  # the policy won somewhere
+  args = rp.program_args(p, inp, script, relative=True)
+  ir = lambda exe: rb.cachegrind(exe, args, work, tmp_path / "cg.out")
+  out0, ev0 = ir(exe0)
+  scores0 = json.loads((build / "functions.json").read_text())
+  for i in (1, 2):
+    exe = rb.rebuild_layout(p, src, build, recipe, i)
+    assert exe == build / f"layout-{i}" / f"layout-{i}" / p.name
+    lay = build / f"layout-{i}"
+    assert json.loads((lay / "functions.json").read_text()) == pytest.approx(scores0)
+    assert json.loads((lay / rb.GUARD_RECORDS).read_text()) == records
+    obj = rb._obj_name(p.sources[0])
+    assert (lay / obj).read_bytes() != (build / obj).read_bytes()
+    out, ev = ir(exe)
+    assert out == out0
+    assert abs(ev["Ir"] - ev0["Ir"]) <= 1e-4 * ev0["Ir"]
+  assert [rb.code_layout_flags(i) for i in (1, 2, 3, 4, 5)] == [
+      ("-align-all-nofallthru-blocks=1",), ("-align-all-nofallthru-blocks=2",),
+      ("-align-all-nofallthru-blocks=3",), ("-align-all-nofallthru-blocks=4",),
+      ("-align-all-nofallthru-blocks=1",)]
+  with pytest.raises(ValueError, match="not an extra layout"):
+    rb.code_layout_flags(0)
+  (build / rb.GUARD_RECORDS).unlink()
+  with pytest.raises(ValueError, match="guard_records.json"):
+    rb.rebuild_layout(p, src, build, recipe, 3)
+
 def test_stack_shift_moves_the_stack_under_cachegrind(tmp_path):
   """A layout's stack shift lowers the stack by about its size, the same on every run
   (valgrind's stack is not randomized)."""
