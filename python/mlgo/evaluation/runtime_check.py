@@ -99,9 +99,9 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
   the comparison is then policy-with-profile against default-with-profile.
   layouts: each side is also built and linked in `layouts` more memory layouts (its
   allocation with other offsets inside functions, rebuild_layout; objects shuffled and
-  moved, link_program) and run in each; the row's "layouts" entry then holds every layout's metrics per side
-  and layout_summary's verdict (a change within what moving the code produces is no
-  change)."""
+  moved, link_program) and run in each; the row's "layouts" entry then holds every
+  layout's metrics per side and layout_summary's verdict (a change within what moving
+  the code produces is no change)."""
   pol = policy_io.load_policy(policy_dir)
   if not problems_lib.same_decisions(pol.problem, problem):
     raise ValueError(f"{policy_dir}: policy is for {pol.problem}, not {problem}")
