@@ -415,12 +415,11 @@ def replay_guarded(module, problem, policy, record: dict, *, candidates=(),
   `candidates` must be the guarded compile's own. One llc run instead of 2 + candidates."""
   problem = check_problem(problem)
   kind = record.get("object_from")
-  if kind == "default":
-    return core.compile_module(module, problem, CompilerDefault(), llvm_version=llvm_version,
-                               timeout=timeout, output_path=output_path)
-  if kind == "policy":
-    return core.compile_module(module, problem, policy, llvm_version=llvm_version,
-                               timeout=timeout, output_path=output_path)
+  if kind in ("default", "policy"):
+    return core.compile_module(module, problem,
+                               CompilerDefault() if kind == "default" else policy,
+                               llvm_version=llvm_version, timeout=timeout,
+                               output_path=output_path)
   if kind != "routed":
     raise ValueError(f"replay_guarded: object_from {kind!r} is not default, policy or routed")
   route = {f: int(k) for f, k in record.get("route", {}).items()}

@@ -143,10 +143,11 @@ def summarize(default_cost: dict, policy_cost, chosen) -> dict:
   return out
 
 
-def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm_version,
-                   clang_flags, stream, select_on: str = "cycles", final: str = "routed"):
+def selected_build(prog, src, out, build_dirs, recipes, second, pols, jobs, stream,
+                   select_on: str = "cycles", final: str = "routed"):
   """measured_guard's selected build of `prog`: the plain default build and a plain
-  build of each policy in `pols` (the first is build_dirs["policy"]) run under
+  build of each policy in `pols` (the first is build_dirs["policy"]; recipes: the
+  build_program keywords of each side in build_dirs, and both get the new sides) run under
   cachegrind on the second workload (same output required); each function gets the
   allocation of the build that ran it fastest there (FunctionRouter on the channel for
   more than one policy): the routed build. final="fastest": the routed build runs the
@@ -156,12 +157,9 @@ def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm
   the build_program keywords that made that dir: runtime_check's layouts rebuild it)."""
   from mlgo.env.policies import FunctionRouter  # pylint: disable=import-outside-toplevel
   sides = ["default", "policy"] + [f"candidate-{k}" for k in range(1, len(pols))]
-  common = dict(problem=problem, spec=None, weights=None, jobs=jobs,
-                llvm_version=llvm_version, clang_flags=clang_flags)
-  recipes = {"default": dict(common), "policy": dict(common, policy=pols[0])}
   for k, side in enumerate(sides[2:], 1):
     build_dirs[side] = out / prog.name / side
-    recipes[side] = dict(common, policy=pols[k])
+    recipes[side] = dict(recipes["default"], policy=pols[k])
     print(f"runtime_check: building {prog.name} ({side})", file=stream, flush=True)
     build_program(prog, src, build_dirs[side], **recipes[side])
   inp, script = second
@@ -189,7 +187,7 @@ def selected_build(prog, src, out, build_dirs, second, problem, pols, jobs, llvm
         f"for {len(route)} of {summary['functions_run']} functions run)", file=stream,
         flush=True)
   router = pols[0] if len(pols) == 1 else FunctionRouter(pols, route)
-  recipes["routed"] = dict(common, guarded=True, policy=router,
+  recipes["routed"] = dict(recipes["default"], guarded=True, policy=router,
                            policy_functions=sorted(route))
   build_program(prog, src, d, **recipes["routed"])
   shipped_as = "routed"

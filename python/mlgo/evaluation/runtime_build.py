@@ -59,16 +59,15 @@ def _compile_tu(src_root, rel, cflags, obj, problem, spec, weights, llvm_version
   if policy is None:
     policy = (policy_io.Policy(spec, weights) if spec is not None else env.CompilerDefault())
   module = env.LlcModule(rel, bc, ["-O2", "-relocation-model=pic"] + list(llc_flags))
-  if guarded and replay is not None:
-    from mlgo.env import guarded as guarded_lib  # pylint: disable=import-outside-toplevel
-    res = guarded_lib.replay_guarded(module, problem, policy, replay, candidates=candidates,
-                                     llvm_version=llvm_version, timeout=timeout,
-                                     output_path=obj)
-    if not res.ok:
-      return f"llc failed on {rel}: {res.reason}", None, None
-    return None, res.reward, replay
   if guarded:
     from mlgo.env import guarded as guarded_lib  # pylint: disable=import-outside-toplevel
+    if replay is not None:
+      res = guarded_lib.replay_guarded(module, problem, policy, replay, candidates=candidates,
+                                       llvm_version=llvm_version, timeout=timeout,
+                                       output_path=obj)
+      if not res.ok:
+        return f"llc failed on {rel}: {res.reason}", None, None
+      return None, res.reward, replay
     g = guarded_lib.guarded_compile(module, problem, policy, llvm_version=llvm_version,
                                     timeout=timeout, output_path=obj,
                                     policy_functions=policy_functions,

@@ -171,8 +171,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
     selection = None
     if measured_guard:
       build_dirs["policy"], selection, recipes["policy"] = selected_build(
-          prog, src, out, build_dirs, second, problem, [pol] + others, jobs, llvm_version,
-          clang_flags, stream, select_on, final)
+          prog, src, out, build_dirs, recipes, second, [pol] + others, jobs, stream,
+          select_on, final)
     # Every run still to make, both sides and every layout, `jobs` at a time: cachegrind
     # is single-threaded and its counts do not depend on what else runs.
     todo = [(v, 0) for v in ("default", "policy") if v not in res]
