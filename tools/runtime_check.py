@@ -66,6 +66,11 @@ def main(argv=None):
                        "estimated cycles, or only their terms that do not move with the "
                        "code's addresses (instructions and data-cache misses)")
   add_final_flag(ap, "routed", "with --measured_guard: ")
+  ap.add_argument("--selection_layouts", type=int, default=1,
+                  help="with --measured_guard: run each build on the second workload in "
+                       "this many memory layouts of its own (other code offsets than the "
+                       "judged layouts) and choose each function on its mean cost, not "
+                       "on where its branches happened to lie in one")
   ap.add_argument("--pgo", action="store_true",
                   help="PGO builds on both sides: each program's own workload profiled "
                        "first (llc's block frequencies measured, not estimated)")
@@ -80,6 +85,10 @@ def main(argv=None):
     ap.error("--select_on goes with --measured_guard")
   if a.final != "routed" and not a.measured_guard:
     ap.error("--final goes with --measured_guard")
+  if a.selection_layouts != 1 and not a.measured_guard:
+    ap.error("--selection_layouts goes with --measured_guard")
+  if a.selection_layouts < 1:
+    ap.error("--selection_layouts must be >= 1")
   candidates = candidate_dirs(ap, a, a.guarded or a.measured_guard)
   p = policy_path(a.policy)
   out = user_path(a.output)
@@ -91,7 +100,8 @@ def main(argv=None):
                            candidates=candidates,
                            samples=a.samples,
                            no_more_spill_code=a.no_more_spill_code,
-                           select_on=a.select_on, final=a.final)
+                           select_on=a.select_on, final=a.final,
+                           selection_layouts=a.selection_layouts)
   (out / "runtime_check.json").write_text(json.dumps(rows, indent=1) + "\n")
   runtime_report.plot(rows, out / "runtime_check.png")
   print(runtime_report.format_table(rows))

@@ -23,7 +23,8 @@ import math
 import pathlib
 import shutil
 
-from mlgo.evaluation.runtime_build import build_program, cachegrind, metrics
+from mlgo.evaluation.runtime_build import (build_program, cachegrind, layout_padding, metrics,
+                                           rebuild_layout)
 from mlgo.evaluation.runtime_programs import program_args
 from mlgo.profiles.callgrind import ProfileError
 
@@ -107,6 +108,21 @@ def fastest_policy(default_cost: dict, policy_costs: list) -> dict:
   return route
 
 
+# The choice's own memory layouts (selection_layouts > 1) are numbered from here: other
+# code offsets, object orders and paddings than runtime_check's judged layouts (1..4),
+# so that the choice cannot pick up the very address luck the verdict then measures.
+SELECTION_LAYOUT_BASE = 100
+
+
+def mean_costs(per_layout: list) -> dict:
+  """{function: mean cost over the layouts} of one build's per-layout {function: cost}
+  (a function a layout did not run counts 0 there)."""
+  if not per_layout:
+    raise ValueError("mean_costs: no layout")
+  funcs = set().union(*per_layout)
+  return {f: sum(c.get(f, 0.0) for c in per_layout) / len(per_layout) for f in funcs}
+
+
 # What the measured guard ships: the fastest binary measured on the choice's workload, or
 # always the per-function routed build.
 FINAL = ("fastest", "routed")
@@ -144,7 +160,8 @@ def summarize(default_cost: dict, policy_cost, chosen) -> dict:
 
 
 def selected_build(prog, src, out, build_dirs, recipes, second, pols, jobs, stream,
-                   select_on: str = "cycles", final: str = "routed"):
+                   select_on: str = "cycles", final: str = "routed",
+                   selection_layouts: int = 1):
   """measured_guard's selected build of `prog`: the plain default build and a plain
   build of each policy in `pols` (the first is build_dirs["policy"]; recipes: the
   build_program keywords of each side in build_dirs, and both get the new sides) run under
@@ -153,8 +170,15 @@ def selected_build(prog, src, out, build_dirs, recipes, second, pols, jobs, stre
   more than one policy): the routed build. final="fastest": the routed build runs the
   second workload too, and the build returned is the fastest binary measured there
   (fastest_binary: the routed one, a side's whole build, or the default's, copied so
-  that both sides have their own dir). Returns (its build dir, the selection's summary,
-  the build_program keywords that made that dir: runtime_check's layouts rebuild it)."""
+  that both sides have their own dir). selection_layouts N > 1: every build also runs the
+  second workload in N - 1 more memory layouts of its own (SELECTION_LAYOUT_BASE + j:
+  the allocation compiled again with other code offsets, rebuild_layout) and a function's
+  cost is its mean over the N runs, so that a function is not chosen for where its
+  branches happened to lie (final="fastest" compares the binaries in the plain layout).
+  Returns (its build dir, the selection's summary, the build_program keywords that made
+  that dir: runtime_check's layouts rebuild it)."""
+  if selection_layouts < 1:
+    raise ValueError(f"selection_layouts must be >= 1, not {selection_layouts}")
   from mlgo.env.policies import FunctionRouter  # pylint: disable=import-outside-toplevel
   sides = ["default", "policy"] + [f"candidate-{k}" for k in range(1, len(pols))]
   for k, side in enumerate(sides[2:], 1):
@@ -164,24 +188,39 @@ def selected_build(prog, src, out, build_dirs, recipes, second, pols, jobs, stre
     build_program(prog, src, build_dirs[side], **recipes[side])
   inp, script = second
   args = program_args(prog, inp, script, relative=True, selection=True)
-  dirs = dict(build_dirs)   # and the routed build's, once made
+  extra = [SELECTION_LAYOUT_BASE + j for j in range(1, selection_layouts)]
+  exes = {(side, 0): build_dirs[side] / prog.name for side in sides}   # and the routed one
+  for side in sides:
+    for n in extra:
+      print(f"runtime_check: building {prog.name} ({side}) in selection layout {n}",
+            file=stream, flush=True)
+      exes[side, n] = rebuild_layout(prog, src, build_dirs[side], recipes[side], n)
 
-  def one(side):
-    f = out / prog.name / f"selection.cachegrind.{side}"
-    print(f"runtime_check: running {prog.name} ({side}) on the second workload",
-          file=stream, flush=True)
-    stdout, events = cachegrind(pathlib.Path(dirs[side] / prog.name).resolve(), args,
-                                inp.parent, f, demangle=False)
+  def one(task):
+    side, n = task
+    f = out / prog.name / (f"selection.cachegrind.{side}" + (f".layout-{n}" if n else ""))
+    print(f"runtime_check: running {prog.name} ({side}) on the second workload"
+          + (f" in selection layout {n}" if n else ""), file=stream, flush=True)
+    stdout, events = cachegrind(pathlib.Path(exes[task]).resolve(), args, inp.parent, f,
+                                stack_shift=layout_padding(n)[3] if n else 0,
+                                demangle=False)
     return stdout, function_cycles(f, select_on), metrics(events)["cycles"]
+  tasks = [(side, n) for side in sides for n in [0] + extra]
   with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-    runs = list(ex.map(one, sides))
-  for side, (stdout, _, _) in zip(sides[1:], runs[1:]):
-    if stdout != runs[0][0]:
-      raise RuntimeError(f"{prog.name}: on the second workload the {side} build's output "
-                         f"differs from the default build's; refusing to select")
+    got = dict(zip(tasks, ex.map(one, tasks)))
+  for (side, n), (stdout, _, _) in got.items():
+    if stdout != got["default", 0][0]:
+      where = f" in selection layout {n}" if n else ""
+      raise RuntimeError(f"{prog.name}: on the second workload the {side} build's "
+                         f"output{where} differs from the default build's; refusing to "
+                         f"select")
+  # Per side: (the plain layout's output, the mean cost per function, the plain total).
+  runs = [(got[side, 0][0], mean_costs([got[side, n][1] for n in [0] + extra]),
+           got[side, 0][2]) for side in sides]
   d_cost, costs = runs[0][1], [c for _, c, _ in runs[1:]]
   route = fastest_policy(d_cost, costs)
   summary = summarize(d_cost, costs, route)
+  summary["selection_layouts"] = selection_layouts
   d = out / prog.name / "measured"
   print(f"runtime_check: building {prog.name} (measured guard: a policy's allocation "
         f"for {len(route)} of {summary['functions_run']} functions run)", file=stream,
@@ -192,8 +231,8 @@ def selected_build(prog, src, out, build_dirs, recipes, second, pols, jobs, stre
   build_program(prog, src, d, **recipes["routed"])
   shipped_as = "routed"
   if final == "fastest":
-    dirs["routed"] = d
-    stdout, _, routed = one("routed")
+    exes["routed", 0] = d / prog.name
+    stdout, _, routed = one(("routed", 0))
     measured = {"routed": [routed]} if stdout == runs[0][0] else {}
     measured.update((side, [total]) for side, (_, _, total) in zip(sides[1:], runs[1:]))
     summary["shipped"], summary["binaries_pct"] = fastest_binary([runs[0][2]], measured)

@@ -80,7 +80,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
         llvm_version: int = 22, stream=sys.stderr, guarded: bool = False,
         pgo: bool = False, layouts: int = 0, measured_guard: bool = False,
         candidates=(), samples: int = 0, no_more_spill_code=None,
-        select_on: str = "cycles", final: str = "routed") -> list:
+        select_on: str = "cycles", final: str = "routed",
+        selection_layouts: int = 1) -> list:
   """guarded: the policy side is built with guarded compiles (mlgo.env.guarded; its
   build dir is <program>/guarded), its figures still under "policy" in the rows.
   candidates (policy dirs) and samples (that many sampled allocations of the policy,
@@ -94,6 +95,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
   says how many functions kept it. select_on: what the choice compares per function
   (measured_guard.SELECT_ON; the verdicts are always on estimated cycles). final: the
   measured guard's binary, "routed" or "fastest" (measured_guard.selected_build).
+  selection_layouts: the measured guard's choice averages each function's cost over
+  that many memory layouts of each build (measured_guard.selected_build).
   pgo: both sides are PGO builds (-fprofile-instr-use with a profile of the program's
   own workload, taken once per output dir), so llc's block frequencies are measured;
   the comparison is then policy-with-profile against default-with-profile.
@@ -113,6 +116,8 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
                      "(guarded or measured_guard)")
   if select_on != "cycles" and not measured_guard:
     raise ValueError("runtime_check: select_on is for the measured guard")
+  if selection_layouts != 1 and not measured_guard:
+    raise ValueError("runtime_check: selection_layouts is for the measured guard")
   if final not in FINAL or (final != "routed" and not measured_guard):
     raise ValueError(f"runtime_check: final={final!r}: 'fastest' or 'routed', and only "
                      f"for the measured guard")
@@ -172,7 +177,7 @@ def run(problem: str, policy_dir, out_dir, *, programs=None, role=None, jobs: in
     if measured_guard:
       build_dirs["policy"], selection, recipes["policy"] = selected_build(
           prog, src, out, build_dirs, recipes, second, [pol] + others, jobs, stream,
-          select_on, final)
+          select_on, final, selection_layouts)
     # Every run still to make, both sides and every layout, `jobs` at a time: cachegrind
     # is single-threaded and its counts do not depend on what else runs.
     todo = [(v, 0) for v in ("default", "policy") if v not in res]

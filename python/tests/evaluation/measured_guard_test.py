@@ -104,6 +104,44 @@ def test_fastest_policy_routes_each_function_to_its_cheapest_build():
   assert s["selected_estimate"] == 90.0 + 30.0 + 10.0 + 6.0
 
 
+def test_mean_costs_over_layouts():
+  got = mg.mean_costs([{"a": 10.0, "b": 4.0}, {"a": 14.0}, {"a": 12.0, "c": 3.0}])
+  assert got == pytest.approx({"a": 12.0, "b": 4.0 / 3, "c": 1.0})
+  with pytest.raises(ValueError, match="no layout"):
+    mg.mean_costs([])
+
+
+def test_selection_over_layouts_chooses_on_the_mean(tmp_path, monkeypatch):
+  """selection_layouts=2: each build also runs the second workload in a layout of its
+  own (code moved inside functions, not one of the judged layouts), and the route is
+  fastest_policy over the two runs' mean per function."""
+  runtime_testlib.program_with_source(PROGRAM, tmp_path, monkeypatch)
+  model = next(p for p in cli.runfile_candidates("models/regalloc_eviction")
+               if (p / "policy.json").exists())
+  out = tmp_path / "rc"
+  n = mg.SELECTION_LAYOUT_BASE + 1
+  (row,) = rc.run("regalloc_eviction", model, out, programs=[PROGRAM], measured_guard=True,
+                  selection_layouts=2)
+  sel = json.loads((out / PROGRAM / "measured" / "selection.json").read_text())
+  assert sel["selection_layouts"] == row["selection"]["selection_layouts"] == 2
+  costs = {}
+  for side in ("default", "policy"):
+    plain = out / PROGRAM / f"selection.cachegrind.{side}"
+    moved = out / PROGRAM / f"selection.cachegrind.{side}.layout-{n}"
+    one, two = mg.function_cycles(plain), mg.function_cycles(moved)
+    assert one != two, side          # another layout: other cycle counts somewhere
+    costs[side] = mg.mean_costs([one, two])
+    # The allocation compiled again with other block offsets, not the same objects.
+    objs = sorted((out / PROGRAM / side).glob("*.o"))
+    assert objs and any(o.read_bytes() != (o.parent / f"layout-{n}" / o.name).read_bytes()
+                        for o in objs), side
+  want = mg.fastest_policy(costs["default"], [costs["policy"]])
+  assert sorted(sel["functions"]) == sorted(want)
+  assert sel["default"] == pytest.approx(sum(costs["default"].values()))
+  with pytest.raises(ValueError, match="selection_layouts"):
+    rc.run("regalloc_eviction", model, out, programs=[PROGRAM], selection_layouts=2)
+
+
 def test_second_workload_differs_but_is_deterministic(tmp_path):
   a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
   inp, script = rp.write_workload(a)
