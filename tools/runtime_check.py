@@ -2,7 +2,8 @@
 
   bazel run //tools:runtime_check -- --problem=regalloc_eviction --policy=DIR
       [--output=DIR] [--programs=NAME,...] [--role=model|heldout] [--jobs=2]
-      [--guarded [--no_more_spill_code] | --measured_guard] [--candidates=DIR,...]
+      [--guarded [--no_more_spill_code] | --measured_guard [--selection_layouts=3]]
+      [--candidates=DIR,...]
       [--samples=N] [--pgo]
       [--layouts=4]
 Builds each program from its Debian source package twice (every translation unit
@@ -41,6 +42,7 @@ from mlgo.util.cli import (add_candidate_flags, add_final_flag, add_guard_proble
 def main(argv=None):
   # pylint: disable=import-outside-toplevel
   from mlgo.evaluation import runtime_check, runtime_programs, runtime_report
+  from mlgo.evaluation.measured_guard import SELECTION_LAYOUTS
   names = ", ".join(f"{p.name} ({p.role})" for p in runtime_programs.PROGRAMS)
   ap = argparse.ArgumentParser(description=__doc__.format(
       programs=runtime_programs.describe()), formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -66,11 +68,12 @@ def main(argv=None):
                        "estimated cycles, or only their terms that do not move with the "
                        "code's addresses (instructions and data-cache misses)")
   add_final_flag(ap, "routed", "with --measured_guard: ")
-  ap.add_argument("--selection_layouts", type=int, default=1,
+  ap.add_argument("--selection_layouts", type=int, default=None,
                   help="with --measured_guard: run each build on the second workload in "
                        "this many memory layouts of its own (other code offsets than the "
                        "judged layouts) and choose each function on its mean cost, not "
-                       "on where its branches happened to lie in one")
+                       "on where its branches happened to lie in one (default "
+                       f"{SELECTION_LAYOUTS})")
   ap.add_argument("--pgo", action="store_true",
                   help="PGO builds on both sides: each program's own workload profiled "
                        "first (llc's block frequencies measured, not estimated)")
@@ -85,8 +88,10 @@ def main(argv=None):
     ap.error("--select_on goes with --measured_guard")
   if a.final != "routed" and not a.measured_guard:
     ap.error("--final goes with --measured_guard")
-  if a.selection_layouts != 1 and not a.measured_guard:
+  if a.selection_layouts is not None and not a.measured_guard:
     ap.error("--selection_layouts goes with --measured_guard")
+  if a.selection_layouts is None:
+    a.selection_layouts = SELECTION_LAYOUTS if a.measured_guard else 1
   if a.selection_layouts < 1:
     ap.error("--selection_layouts must be >= 1")
   candidates = candidate_dirs(ap, a, a.guarded or a.measured_guard)

@@ -112,6 +112,9 @@ def fastest_policy(default_cost: dict, policy_costs: list) -> dict:
 # code offsets, object orders and paddings than runtime_check's judged layouts (1..4),
 # so that the choice cannot pick up the very address luck the verdict then measures.
 SELECTION_LAYOUT_BASE = 100
+# runtime_check --measured_guard's default N (SELECTION_RULES.md, stop 74: adopted by a
+# rule written before its runs; the API's default stays 1, one layout).
+SELECTION_LAYOUTS = 3
 
 
 def mean_costs(per_layout: list) -> dict:
