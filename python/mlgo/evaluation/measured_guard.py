@@ -23,8 +23,8 @@ import math
 import pathlib
 import shutil
 
-from mlgo.evaluation.runtime_build import (build_program, cachegrind, layout_padding, metrics,
-                                           rebuild_layout)
+from mlgo.evaluation.runtime_build import (build_program, cachegrind, layout_padding,
+                                           metrics, rebuild_layout)
 from mlgo.evaluation.runtime_programs import program_args
 from mlgo.profiles.callgrind import ProfileError
 
