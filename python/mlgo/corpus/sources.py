@@ -41,6 +41,11 @@ WIDE_PACKAGES = ("zstd", "xz-utils", "jq", "libonig", "libconfig", "yajl", "c-ar
                  "libevent", "flac", "protobuf-c", "lodepng", "exiv2", "zeromq3", "cppunit",
                  "flatbuffers", "qpdf", "libde265", "libopenmpt", "sentencepiece",
                  "libphonenumber")
+# Runtime checks only (2026-12-04): packages that no corpus set holds, so no policy,
+# probe or selection has seen their code; runtime_check's newest reserve programs are
+# built from them. Deliberately not in PACKAGE_SETS: a corpus made of them would spend
+# them.
+RUNTIME_ONLY_PACKAGES = ("mujs", "lzip", "libsamplerate")
 PACKAGE_SETS = {"default": DEFAULT_PACKAGES, "extra": EXTRA_PACKAGES,
                 "unseen": UNSEEN_PACKAGES, "fresh": FRESH_PACKAGES,
                 "sealed": SEALED_PACKAGES, "wide": WIDE_PACKAGES}

@@ -271,6 +271,35 @@ PROGRAMS = [
                      "memory with every filter, decoded four ways and checked (2 rounds)",
             gen_files=runtime_drivers.gen_files("png_run.c"),
             gen_copies={"pnglibconf.h": "scripts/pnglibconf.h.prebuilt"}),
+    # Reserve (added 2026-12-04, not yet run with any policy): packages of no corpus set
+    # (sources.RUNTIME_ONLY_PACKAGES), for stop 75's rule. An interpreter, a C++
+    # compressor and floating-point DSP: kinds of code the held-out set has little of.
+    Program("mujs", "mujs", ["one.c", "{gen}/mujs_run.c"], ["-I."], ["-lm"],
+            ["{work}/doc.json", "1"], None, role="reserve",
+            workload="our driver: the MuJS interpreter on a project-written JavaScript "
+                     "benchmark (the generated JSON document parsed, walked, transformed, "
+                     "stringified and checked; strings and regexes, sorts, closures, "
+                     "objects, arithmetic)",
+            gen_files=runtime_drivers.gen_files("mujs_run.c")),
+    # lzip's own program; PROGVERSION only shows in --version.
+    Program("lzip", "lzip",
+            _c("arg_parser lzip_index list encoder_base encoder fast_encoder decoder main",
+               "{}.cc"),
+            ['-DPROGVERSION="1.23"'], [], ["-c", "-6", "{input}"], None,
+            role="reserve", cxx=True,
+            workload="lzip -6 (the LZMA encoder with optimal parsing) of the generated "
+                     "text"),
+    Program("samplerate", "libsamplerate",
+            [f"src/{f}.c" for f in "samplerate src_linear src_sinc src_zoh".split()]
+            + ["{gen}/samplerate_run.c"],
+            ["-Iinclude", "-Isrc", "-DHAVE_CONFIG_H"], ["-lm"], ["1", "16000"], None,
+            role="reserve", selection_args=["2", "14000"],
+            workload="our driver: generated sweeps, tones and noise (1 to 6 channels) "
+                     "resampled by every converter (sinc best/medium/fastest, ZOH, "
+                     "linear) at several ratios through the simple, streaming "
+                     "(random chunks, varying ratio) and callback APIs, checked",
+            gen_files=runtime_drivers.gen_files("samplerate_run.c",
+                                                ("config.h", "samplerate_config.h"))),
 ]
 
 

@@ -30,8 +30,11 @@ def test_table_invariants():
   assert {"lua", "bzip2", "lz4"} <= {p.name for p in model}
   assert {"xxhsum", "libdeflate-gzip"} <= {p.name for p in heldout}
   for p in heldout + rp.programs("reserve"):  # never code a policy was trained on
-    assert p.package in sources.UNSEEN_PACKAGES + sources.EXTRA_PACKAGES, p.name
+    assert p.package in (sources.UNSEEN_PACKAGES + sources.EXTRA_PACKAGES
+                         + sources.RUNTIME_ONLY_PACKAGES), p.name
     assert p.package not in sources.DEFAULT_PACKAGES, p.name
+  corpus_sets = set().union(*sources.PACKAGE_SETS.values())
+  assert not corpus_sets & set(sources.RUNTIME_ONLY_PACKAGES)
   for p in model:
     assert p.package not in sources.UNSEEN_PACKAGES + sources.EXTRA_PACKAGES, p.name
   for p in rp.PROGRAMS:
