@@ -314,8 +314,10 @@ def programs(role=None) -> list:
 
 def describe(progs=None) -> str:
   """One line per program: name, role, package, workload."""
-  return "\n".join(f"  {p.name:16s} {p.role:8s} {p.package:11s} {p.workload}"
-                   for p in (PROGRAMS if progs is None else progs))
+  progs = PROGRAMS if progs is None else progs
+  width = max((len(p.package) for p in progs), default=0)  # libsamplerate: 13
+  return "\n".join(f"  {p.name:16s} {p.role:8s} {p.package:{width}s} {p.workload}"
+                   for p in progs)
 
 
 
