@@ -315,7 +315,7 @@ def programs(role=None) -> list:
 def describe(progs=None) -> str:
   """One line per program: name, role, package, workload."""
   progs = PROGRAMS if progs is None else progs
-  width = max((len(p.package) for p in progs), default=0)  # libsamplerate: 13
+  width = max((len(p.package) for p in progs), default=0)  # the longest name sets it
   return "\n".join(f"  {p.name:16s} {p.role:8s} {p.package:{width}s} {p.workload}"
                    for p in progs)
 
