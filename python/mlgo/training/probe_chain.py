@@ -356,7 +356,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
         random_fraction=cfg.random_fraction, jobs=cfg.jobs, timeout=cfg.timeout,
         seed=cfg.seed + r, credit_kind=cfg.credit,
         flips_per_compile=cfg.flips_per_compile, flip_compiles=cfg.flip_compiles,
-        stream=stream), cfg.jobs, stream)
+        default_sizes=defaults, stream=stream), cfg.jobs, stream)
     if name not in led.data["policies"]:
       measure(name, probe_sizes(rdir / "probes"), r - 1)
     kept = [out / f"round-{k:02d}" / "probes"

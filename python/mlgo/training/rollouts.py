@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from mlgo.evaluation.report import REGRESSION_THRESHOLD
 from mlgo.policy import policy_io
 from mlgo.training import multi_flip
 # The probe store is read by fine-tuning, widening and tests as rollouts.ProbeStore.
@@ -247,13 +248,40 @@ def credit_agreement(store) -> dict:
                                if moved.any() else float("nan"), 3)}
 
 
+class GreedyFigure:
+  """The probed policy's greedy size against the default's, summed over the modules
+  seen so far: a probe round's running view of the policy's training-split figure.
+  Modules without a default size are left out of both sums."""
+
+  def __init__(self, default_sizes: dict):
+    self.defaults = default_sizes
+    self.policy = self.default = 0.0
+    self.modules = self.regressed = 0
+
+  def add(self, module: str, size: float):
+    d = self.defaults.get(module)
+    if d is None or not math.isfinite(size):
+      return
+    self.policy += size
+    self.default += d
+    self.modules += 1
+    self.regressed += int(size > (1 + REGRESSION_THRESHOLD) * d)
+
+  def change_pct(self) -> float:
+    return 100.0 * (self.policy - self.default) / self.default if self.default else 0.0
+
+  def text(self) -> str:
+    return (f"greedy {self.change_pct():+.2f}% vs default over {self.modules} modules "
+            f"({self.regressed} >1% bigger)")
+
+
 def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
                  max_probes: int = 16, random_fraction: float = 0.25, anchors: int = 200,
                  max_modules: int | None = None, jobs: int | None = None,
                  timeout: float = 300.0, seed: int = 0, pool: str | None = None,
                  credit_model: str | None = None, credit_kind: str = "ir2native",
                  flips_per_compile: int = 1, flip_compiles: int = 0,
-                 stream=sys.stderr) -> dict:
+                 default_sizes: dict | None = None, stream=sys.stderr) -> dict:
   """Probes every module of `split` (or a seeded sample of `max_modules`) with the
   greedy policy of `policy_dir`. Failed or hung compiles are skipped and counted.
   credit_model: an IR2Native model dir; the probes then also measure how well its
@@ -264,7 +292,11 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   stats then compare the summed credits with each compile's measured change.
   flip_compiles > 0: a fixed number of flip compiles a module (at most that many, fewer
   for small modules), each packed with up to flips_per_compile flips, in place of
-  max_probes (see probe_module)."""
+  max_probes (see probe_module).
+  default_sizes (module -> the default heuristic's size): the progress line and the
+  stats then also give the greedy policy's running change against the default, over
+  the modules done so far (resumed ones included): the figure a probe chain reads for
+  this policy once the round ends."""
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
   from mlgo.env import work  # pylint: disable=import-outside-toplevel
   from mlgo.util.progress import Progress  # pylint: disable=import-outside-toplevel
@@ -303,6 +335,10 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   print(f"rollout probes: {len(todo)} of {len(modules)} modules to do "
         f"({len(modules) - len(todo)} already in {output})", file=stream)
   prog = Progress("probes", len(todo), stream=stream)
+  greedy = GreedyFigure(default_sizes) if default_sizes else None
+  if greedy:
+    for name, v in store.index["done"].items():
+      greedy.add(name, float(v["base_size"]))
   stats = {"modules": 0, "failed": 0, "unusable": len(getattr(corpus, "problems", [])),
            "probes": 0, "better": 0, "worse": 0, "same": 0, "mismatch": 0,
            "probe_failures": 0, "compiles": 0}
@@ -338,9 +374,12 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
       if len(store.pending) >= 25:
         store.flush()
       el = time.monotonic() - t0
-      prog.update(extra=f"{stats['probes']} probes ({stats['better']} better, "
-                        f"{stats['worse']} worse), {stats['compiles'] / max(el, 1e-9):.1f} compiles/s",
-                  node=r.node)
+      extra = (f"{stats['probes']} probes ({stats['better']} better, "
+               f"{stats['worse']} worse), {stats['compiles'] / max(el, 1e-9):.1f} compiles/s")
+      if greedy:
+        greedy.add(name, float(rec["base_size"]))
+        extra += f", {greedy.text()}"
+      prog.update(extra=extra, node=r.node)
   store.flush()
   store.save()  # the failures, also when nothing was left to flush
   prog.close()
@@ -349,6 +388,9 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
     stats.update(credit_agreement(store))
   if groups:
     stats.update(multi_flip.group_agreement(groups))
+  if greedy and greedy.modules:
+    stats.update(greedy_modules=greedy.modules, greedy_change_pct=greedy.change_pct(),
+                 greedy_regressed=greedy.regressed)
   print("rollout probes: " + " ".join(f"{k}={v if isinstance(v, int) else round(v, 1)}"
                                       for k, v in stats.items()), file=stream)
   return stats

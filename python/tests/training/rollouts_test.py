@@ -40,6 +40,18 @@ def test_choose_positions_prefers_low_margin():
   assert rollouts.probe_budget(400, 64) == 10       # sqrt(n)/2
 
 
+def test_greedy_figure_sums_only_modules_with_a_default():
+  g = rollouts.GreedyFigure({"a": 100.0, "b": 200.0})
+  g.add("a", 90.0)           # 10% smaller
+  g.add("b", 203.0)          # 1.5% bigger: a regression
+  g.add("c", 5.0)            # no default size: left out
+  g.add("a2", float("nan"))  # a failed compile: left out
+  assert (g.modules, g.regressed) == (2, 1)
+  assert g.change_pct() == pytest.approx(100 * (293 - 300) / 300)
+  assert g.text() == "greedy -2.33% vs default over 2 modules (1 >1% bigger)"
+  assert rollouts.GreedyFigure({}).change_pct() == 0.0
+
+
 def test_probe_and_train(tiny_corpus, tmp_path):
   policy_dir = _oz()
   out = tmp_path / "probes"
@@ -61,10 +73,18 @@ def test_probe_and_train(tiny_corpus, tmp_path):
   r = env.compile_module(module, problems.get_problem("inlining"), fp)
   assert r.ok and r.reward["text_size"] == shard["probe_sizes"][j]
   assert int(r.trajectories[0].actions[fp.flip_at]) == 1 - int(shard["probe_actions"][j])
-  # Rerunning the same command does nothing more.
+  # Rerunning the same command does nothing more. Given the default's sizes, it still
+  # reports the greedy policy's figure, from the modules already done.
+  base = {k: float(v["base_size"]) for k, v in rollouts.ProbeStore(out).index["done"].items()}
+  first, second = sorted(base)[:2]
+  defaults = {first: base[first] * 1.05, second: base[second] * 0.9, "not-in-corpus": 1.0}
   again = rollouts.probe_corpus(tiny_corpus, policy_dir, out, split="all", max_probes=6,
-                                jobs=2)
+                                jobs=2, default_sizes=defaults)
   assert again["modules"] == 0 and len(rollouts.ProbeStore(out).index["done"]) == 4
+  dft = base[first] * 1.05 + base[second] * 0.9
+  assert again["greedy_modules"] == 2 and again["greedy_regressed"] == 1
+  assert again["greedy_change_pct"] == pytest.approx(
+      100 * (base[first] + base[second] - dft) / dft)
 
   # Fine-tuning: the new policy takes the better action on (almost) every probe.
   m = probe_tuning.train_on_probes(policy_dir, [out], tmp_path / "tuned", epochs=60,
