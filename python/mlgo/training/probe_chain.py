@@ -33,7 +33,6 @@ import threading
 import time
 
 from mlgo.evaluation.evaluate import evaluate
-from mlgo.evaluation.report import REGRESSION_THRESHOLD as REGRESSION
 from mlgo.policy import derived, policy_io
 from mlgo.problems import get_problem
 
@@ -191,15 +190,16 @@ def module_scores(per_key_csv, column: str = "default") -> dict:
 def split_figure(policy_sizes: dict, defaults: dict) -> dict:
   """Training-split total change (%) and modules more than 1% bigger, over the modules
   both sides have."""
+  from mlgo.training.rollouts import GreedyFigure  # pylint: disable=import-outside-toplevel
   common = sorted(set(policy_sizes) & set(defaults))
   if not common:
     raise ValueError("no module has both a policy and a default size")
-  pol = sum(policy_sizes[m] for m in common)
-  dft = sum(defaults[m] for m in common)
-  regressed = sum(1 for m in common if policy_sizes[m] > (1 + REGRESSION) * defaults[m])
-  return {"modules": len(common), "default": dft, "policy": pol,
-          "change_pct": 100.0 * (pol - dft) / dft, "regressed": regressed,
-          "regressed_pct": 100.0 * regressed / len(common)}
+  g = GreedyFigure(defaults)  # the sums a probe round shows while it runs
+  for m in common:
+    g.add(m, policy_sizes[m])
+  return {"modules": g.modules, "default": g.default, "policy": g.policy,
+          "change_pct": g.change_pct(), "regressed": g.regressed,
+          "regressed_pct": 100.0 * g.regressed / g.modules}
 
 
 def probe_sizes(probe_dir) -> dict:
