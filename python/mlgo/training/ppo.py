@@ -170,6 +170,7 @@ class Trainer:
     self.state = self._load_state()
     if self.state is None:
       self.state = self._fresh_state(warmstart, trace)
+    self._trim_log(self.state["iteration"])
     self.spec = self.state["spec"]
     self._build_agent()
     if (self.ckpt_dir / "tf").exists():
@@ -195,6 +196,30 @@ class Trainer:
     for pattern in ("checkpoint.tmp*", "policy.tmp*"):
       for stale in self.output.glob(pattern):
         shutil.rmtree(stale, ignore_errors=True)
+
+  def _trim_log(self, iteration: int):
+    """Drop log.jsonl records of iterations after `iteration` (the checkpoint's): they
+    belong to an iteration whose checkpoint a kill cut off, and the resume redoes it."""
+    p = self.output / "log.jsonl"
+    if not p.exists():
+      return
+    lines = p.read_text().splitlines(keepends=True)
+    kept = []
+    for n, line in enumerate(lines, 1):
+      if not line.strip():
+        continue
+      try:
+        rec = json.loads(line)
+      except json.JSONDecodeError:
+        if n == len(lines):   # the kill cut the last record short
+          break
+        raise ValueError(f"{p}:{n}: not a JSON record") from None
+      if rec.get("iteration", 0) <= iteration:
+        kept.append(line if line.endswith("\n") else line + "\n")
+    if len(kept) != len(lines):
+      tmp = p.with_name(p.name + ".tmp")
+      tmp.write_text("".join(kept))
+      os.replace(tmp, p)
 
   def _load_state(self):
     p = self.ckpt_dir / "state.json"
@@ -508,9 +533,11 @@ class Trainer:
       for node, rate in rec["modules_per_second_by_node"].items():
         tf.summary.scalar(f"workers/{node}/modules_per_second", rate)
     self.summary.flush()
-    self.save_checkpoint()
+    # The record goes out before the checkpoint: a kill between the two leaves a record the
+    # resume drops (_trim_log) and redoes, never a finished iteration missing from the log.
     with open(self.output / "log.jsonl", "a") as f:
       f.write(json.dumps(rec) + "\n")
+    self.save_checkpoint()
     print(f"iteration {it}: {len(modules)} modules, {rec['ok']} compiles ok ({rec['failed']} failed, "
           f"{rec['cancelled']} cancelled), {decisions} decisions, reward "
           f"{rec['reward_mean']:+.4f}, size vs default {change * 100:+.2f}%, entropy "

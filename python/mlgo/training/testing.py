@@ -1,7 +1,10 @@
 """Helpers for tests: test data files, a tiny real corpus compiled from a few source
 files, random observations of the regalloc problems and a policy spec fitted on them."""
 import functools
+import json
 import os
+import signal
+import time
 import pathlib
 import tempfile
 
@@ -140,3 +143,39 @@ def inline_more_policy(out_dir, shift: float = 3.0, name: str = "inlining_oz") -
   weights["out/bias"][1] += shift
   policy_io.write_policy_dir(out_dir, pol.spec, weights, saved_model=False)
   return pathlib.Path(out_dir)
+
+
+def logged_records(run_dir) -> list:
+  """A trainer output dir's log.jsonl records, [] before the first one."""
+  p = pathlib.Path(run_dir) / "log.jsonl"
+  if not p.exists():
+    return []
+  return [json.loads(l) for l in p.read_text().splitlines() if l.strip()]
+
+
+def checkpoint_iteration(run_dir) -> int:
+  """The iteration of the checkpoint a resume in run_dir would start from; 0 if none."""
+  run_dir = pathlib.Path(run_dir)
+  # A kill between the two renames of a checkpoint swap leaves only checkpoint.old, which
+  # the resume renames back.
+  for d in ("checkpoint", "checkpoint.old"):
+    try:
+      return json.loads((run_dir / d / "state.json").read_text())["iteration"]
+    except (FileNotFoundError, json.JSONDecodeError):   # absent, or mid-swap
+      continue
+  return 0
+
+
+def sigkill_after_first_checkpoint(proc, run_dir, timeout: float):
+  """SIGKILLs a trainer (started with start_new_session) as soon as its first iteration's
+  checkpoint is on disk, so inside a later iteration; how far that one got depends on the
+  machine's speed, which is why callers accept any point (see resume_test)."""
+  try:
+    deadline = time.monotonic() + timeout
+    while checkpoint_iteration(run_dir) < 1 and time.monotonic() < deadline:
+      assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+      time.sleep(0.05)
+    assert checkpoint_iteration(run_dir) >= 1, f"no checkpoint within {timeout:g}s"
+  finally:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
