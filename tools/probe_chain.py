@@ -61,6 +61,10 @@ def main(argv=None):
                   help="fine-tuning reads this many latest rounds' probes")
   ap.add_argument("--regression_penalty", type=float, default=0.0,
                   help="fine-tuning: bytes past 1.01 x the default's size weigh 1 + this")
+  ap.add_argument("--anchors", default="current", choices=["current", "best"],
+                  help="fine-tuning's anchor states: the probed policy's own decisions "
+                  "(current), or each module's from the round whose policy compiled it "
+                  "smallest, with that round's decisions (best)")
   ap.add_argument("--max_regressed_pct", type=float, default=3.0,
                   help="selection: most %% of training modules >1%% bigger a kept policy has")
   ap.add_argument("--seed", type=int, default=0)
@@ -79,7 +83,7 @@ def main(argv=None):
       random_fraction=a.random_fraction, next_policy=a.next_policy,
       average_weight=a.average_weight,
       probe_rounds_kept=a.probe_rounds_kept, regression_penalty=a.regression_penalty,
-      max_regressed_pct=a.max_regressed_pct,
+      anchors=a.anchors, max_regressed_pct=a.max_regressed_pct,
       seed=a.seed, timeout=a.timeout)
   probe_chain.run(cfg)
   return 0

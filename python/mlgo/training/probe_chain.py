@@ -59,6 +59,9 @@ class ChainConfig:
   average_weight: tuple[float, ...] | float = (0.5,)
   probe_rounds_kept: int = 2        # fine-tuning reads this many latest rounds' probes
   regression_penalty: float = 0.0   # probe_tuning: bytes past 1.01 x default weigh 1 + this
+  # probe_tuning's anchors: "current" (the probed policy's own decisions: stay put) or
+  # "best" (each module's best round so far, with that round's decisions: return there)
+  anchors: str = "current"
   max_regressed_pct: float = 3.0
   ppo_iterations: int = 0           # > 0: a PPO stage between the start and the rounds
   ppo_gin: str = "configs/inlining.gin"
@@ -75,6 +78,8 @@ class ChainConfig:
     return self.average_weight[min(round_no, len(self.average_weight)) - 1]
 
   def check(self):
+    if self.anchors not in ("current", "best"):
+      raise ValueError(f"anchors must be 'current' or 'best', not {self.anchors!r}")
     if self.next_policy not in ("tuned", "average"):
       raise ValueError(f"next_policy must be 'tuned' or 'average', not {self.next_policy!r}")
     if not self.average_weight or not all(0.0 < w <= 1.0 for w in self.average_weight):
@@ -114,7 +119,7 @@ class Ledger:
       old = self.data.get("config", {})
       fields = {f.name: f.default for f in dataclasses.fields(ChainConfig)}
       for k in ("corpus", "problem", "start", "jobs", "max_probes", "flips_per_compile",
-                "flip_compiles", "credit", "next_policy", "average_weight", "seed", "regression_penalty", "ppo_iterations",
+                "flip_compiles", "credit", "next_policy", "average_weight", "seed", "regression_penalty", "anchors", "ppo_iterations",
                 "ppo_gin"):
         was, now = old.get(k, fields[k]), getattr(config, k)  # older ledger: the default
         show = repr
@@ -364,9 +369,12 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
 
     def tune(p=policy, d=rdir, kept=kept):
       shutil.rmtree(d / "tuned", ignore_errors=True)
+      best = ([out / f"round-{k:02d}" / "probes" for k in range(1, r + 1)]
+              if cfg.anchors == "best" else None)
       m = probe_tuning.train_on_probes(p, kept, d / "tuned", seed=cfg.seed,
                                        regression_penalty=cfg.regression_penalty,
-                                       default_sizes=defaults, stream=quiet)
+                                       default_sizes=defaults, best_anchor_dirs=best,
+                                       stream=quiet)
       print(f"chain: fine-tuned on {len(kept)} round(s) of probes: held-out probe agreement "
             f"{m['before']['heldout_probe'][0]:.3f} -> {m['after']['heldout_probe'][0]:.3f}",
             file=stream, flush=True)

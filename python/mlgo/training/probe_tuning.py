@@ -31,6 +31,43 @@ def regression_cost(size, default, penalty: float):
   return size + penalty * np.maximum(0.0, size - (1.0 + REGRESSION) * default)
 
 
+def best_rounds(probe_dirs) -> dict:
+  """module -> the probe dir, of `probe_dirs` (in round order), whose probed policy's
+  greedy compile of that module was the smallest; a tie goes to the later dir."""
+  best = {}
+  for d in probe_dirs:
+    for m, info in rollouts.ProbeStore(d).index["done"].items():
+      size = info.get("base_size")
+      if size is not None and np.isfinite(size) and (m not in best or size <= best[m][0]):
+        best[m] = (float(size), d)
+  return {m: d for m, (_, d) in best.items()}
+
+
+def load_best_anchors(probe_dirs, feature_names, heldout_fraction: float = 0.1):
+  """Anchor states for 'best' anchors: each module's from the probe dir of its best round
+  (best_rounds), with the actions that round's policy took there as labels. Returns
+  (states, labels, held-out mask, {probe dir: modules taken from it})."""
+  chosen = best_rounds(probe_dirs)
+  xs, ys, hs = [], [], []
+  for d in probe_dirs:
+    store = rollouts.ProbeStore(d)
+    if store.index["features"] != list(feature_names):
+      raise ValueError(f"{d}/index.json: features differ from the policy's")
+    for s in store.shards():
+      names = [str(n) for n in s["module_names"]]
+      mine = np.array([chosen.get(n) == d for n in names], bool)
+      keep = mine[s["anchor_module"]]
+      held = np.array([heldout_module(n, heldout_fraction) for n in names], bool)
+      xs.append(s["anchor_features"][keep])
+      ys.append(s["anchor_actions"][keep])
+      hs.append(held[s["anchor_module"]][keep])
+  nf = len(feature_names)
+  counts = {str(d): sum(1 for v in chosen.values() if v == d) for d in probe_dirs}
+  return (np.concatenate(xs) if xs else np.zeros((0, nf)),
+          np.concatenate(ys).astype(np.int64) if ys else np.zeros(0, np.int64),
+          np.concatenate(hs).astype(bool) if hs else np.zeros(0, bool), counts)
+
+
 def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
                     weight_cap: float = 4.0, heldout_fraction: float = 0.1,
                     weighting: str = "module", regression_penalty: float = 0.0,
@@ -103,7 +140,7 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
                     weight_cap: float = 4.0, heldout_fraction: float = 0.1, seed: int = 0,
                     anchor_targets: str = "greedy", weighting: str = "module",
                     regression_penalty: float = 0.0, default_sizes: dict | None = None,
-                    stream=sys.stderr) -> dict:
+                    best_anchor_dirs=None, stream=sys.stderr) -> dict:
   """Fine-tunes the policy of `policy_dir`: cross-entropy towards the better action of
   each probe (weighted by how much it matters) plus cross-entropy towards the policy's
   own decisions on the anchor states (so it changes where probes say so, not elsewhere).
@@ -113,10 +150,20 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
   models were tuned so) or "distribution" (its whole action distribution). Hard labels
   also sharpen the policy, and where its top two are close that flips decisions no probe
   asked about; against its own distribution the anchor term is at its minimum where the
-  policy starts, so only the probes move it."""
+  policy starts, so only the probes move it.
+
+  best_anchor_dirs (all probe dirs of a chain so far, in round order): the anchor states
+  are instead each module's from the round whose policy compiled it smallest, labelled
+  with the actions that policy took ("best" anchors). The policy is then pulled back to
+  the best trajectory found for every module, not only kept where it is: a round that
+  loses a module another round had made small (a chain's policies trade modules round
+  to round) is told so."""
   if anchor_targets not in ("greedy", "distribution"):
     raise ValueError(f"anchor_targets must be 'greedy' or 'distribution', not "
                      f"{anchor_targets!r}")
+  if best_anchor_dirs and anchor_targets != "greedy":
+    raise ValueError("best anchors are labelled with recorded actions: they need "
+                     "anchor_targets='greedy'")
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from mlgo.training import networks  # pylint: disable=import-outside-toplevel
   base = policy_io.load_policy(policy_dir)
@@ -130,11 +177,19 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
     raise ValueError(f"{', '.join(map(str, probe_dirs))}: no probe changed a module's size; "
                      f"nothing to learn from")
 
+  best_counts = None
+  if best_anchor_dirs:
+    ax_raw, anchor_y, data["anchor_held"], best_counts = load_best_anchors(
+        best_anchor_dirs, base.input_names, heldout_fraction)
+    ax = base.normalizer.encode_scalar_rows(ax_raw)
+    print("train on probes: best anchors, modules by round: " + ", ".join(
+        f"{pathlib.Path(d).parent.name}: {n}" for d, n in best_counts.items()), file=stream)
+  else:
+    ax = base.normalizer.encode_scalar_rows(data["anchor_x"])
+    # Anchors keep the policy being tuned where it is: their labels are its own greedy
+    # decisions (probe dirs of earlier rounds hold the states of earlier policies).
+    anchor_y = base.arch.greedy(base.arch.dist_params(ax)).astype(np.int64)
   px = base.normalizer.encode_scalar_rows(data["probe_x"])
-  ax = base.normalizer.encode_scalar_rows(data["anchor_x"])
-  # Anchors keep the policy being tuned where it is: their labels are its own greedy
-  # decisions (probe dirs of earlier rounds hold the states of earlier policies).
-  anchor_y = base.arch.greedy(base.arch.dist_params(ax)).astype(np.int64)
   ph, ah = data["probe_held"], data["anchor_held"]
   tf.random.set_seed(seed)
   actor = networks.actor_with_weights(arch, px.shape[1], base.arch.w)
@@ -216,7 +271,10 @@ def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
              "learning_rate": learning_rate, "probe_weight": probe_weight,
              "anchor_targets": anchor_targets, "weighting": weighting,
              "weight_unit": weight_unit, "weight_cap": weight_cap,
-             "regression_penalty": regression_penalty}
+             "regression_penalty": regression_penalty,
+             "anchor_source": "best" if best_anchor_dirs else "current"}
+  if best_counts is not None:
+    metrics["best_anchor_modules"] = best_counts
   with open(pathlib.Path(out) / "probe_metrics.json", "w") as f:
     json.dump(metrics, f, indent=1)
   print(f"train on probes: held-out probe agreement {before['heldout_probe'][0]:.3f} -> "
