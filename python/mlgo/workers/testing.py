@@ -51,3 +51,20 @@ def blas_threads() -> int:
   a = np.ones((200, 200))
   _ = a @ a
   return len(os.listdir("/proc/self/task"))
+
+
+def wait_dead(pid: int, timeout: float = 10.0) -> bool:
+  """Waits until process `pid` is gone or a zombie (killed, not yet reaped); False if it
+  still runs after `timeout` s. A kill is sent at once, but on a busy machine the exit
+  can lag."""
+  end = time.monotonic() + timeout
+  while True:
+    try:
+      with open(f"/proc/{pid}/stat") as f:
+        if f.read().split()[2] == "Z":
+          return True
+    except FileNotFoundError:
+      return True
+    if time.monotonic() >= end:
+      return False
+    time.sleep(0.05)

@@ -64,12 +64,7 @@ def test_deadline_cancels_running_and_queued(pool, tmp_path):
   assert len([r for r in res if r.cancelled]) == 3 and len(res) == 4
   # The compile-like child died with its cancelled worker.
   pid = int((tmp_path / "pid").read_text())
-  end = time.monotonic() + 10
-  while os.path.exists(f"/proc/{pid}") and time.monotonic() < end:
-    if "Z" in open(f"/proc/{pid}/stat").read().split()[2]:
-      break
-    time.sleep(0.2)
-  assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
+  assert fns.wait_dead(pid)
   pool.submit(fns.square, 5)
   assert [r.value for r in pool.results()] == [25]
 

@@ -50,8 +50,7 @@ def test_deadline_cancels_and_kills_children(tmp_path):
     assert [r.value for r in pool.results()] == [25]
   # The `sleep 60` child was killed with its worker's process group.
   pid = int((tmp_path / "pid").read_text())
-  time.sleep(0.2)
-  assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
+  assert fns.wait_dead(pid)
 
 
 @pytest.mark.parametrize("cls", [ProcessPool, ThreadPool])
