@@ -3,7 +3,7 @@ policy), then rounds of rollout probes and fine-tuning, with a CPU-hour ledger.
 
   bazel run //tools:probe_chain -- --output=DIR [--corpus=DIR] [--start=POLICY]
       [--ppo_iterations=N] [--rounds=6] [--cpu_hours=H] [--max_probes=16]
-      [--flips_per_compile=4] [--flip_compiles=C]
+      [--flips_per_compile=4] [--flip_compiles=C] [--anchors=current|best]
 A --start policy of a narrower problem (e.g. inlining_ir2vec for --problem=
 inlining_ir2vec_ctx) is widened first: zero weights on the new inputs, so it decides as
 before, with their normalization from a behavioral clone the chain makes.
