@@ -31,6 +31,19 @@ def regression_cost(size, default, penalty: float):
   return size + penalty * np.maximum(0.0, size - (1.0 + REGRESSION) * default)
 
 
+def _open_store(d, feature_names):
+  """A probe dir to read from, refused if its probes have other features."""
+  store = rollouts.ProbeStore(d)
+  if store.index["features"] != list(feature_names):
+    raise ValueError(f"{d}/index.json: features differ from the policy's")
+  return store
+
+
+def _held_modules(names, fraction: float) -> np.ndarray:
+  """Per module name of a shard: is it held out of fine-tuning (heldout_module)?"""
+  return np.array([heldout_module(str(n), fraction) for n in names], bool)
+
+
 def best_rounds(probe_dirs) -> dict:
   """module -> the probe dir, of `probe_dirs` (in round order), whose probed policy's
   greedy compile of that module was the smallest; a tie goes to the later dir."""
@@ -50,14 +63,11 @@ def load_best_anchors(probe_dirs, feature_names, heldout_fraction: float = 0.1):
   chosen = best_rounds(probe_dirs)
   xs, ys, hs = [], [], []
   for d in probe_dirs:
-    store = rollouts.ProbeStore(d)
-    if store.index["features"] != list(feature_names):
-      raise ValueError(f"{d}/index.json: features differ from the policy's")
-    for s in store.shards():
+    for s in _open_store(d, feature_names).shards():
       names = [str(n) for n in s["module_names"]]
       mine = np.array([chosen.get(n) == d for n in names], bool)
       keep = mine[s["anchor_module"]]
-      held = np.array([heldout_module(n, heldout_fraction) for n in names], bool)
+      held = _held_modules(names, heldout_fraction)
       xs.append(s["anchor_features"][keep])
       ys.append(s["anchor_actions"][keep])
       hs.append(held[s["anchor_module"]][keep])
@@ -96,12 +106,9 @@ def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
                      "and weighting 'module'")
   px, py, pw, ph, ax, ah = [], [], [], [], [], []
   for d in probe_dirs:
-    store = rollouts.ProbeStore(d)
-    if store.index["features"] != list(feature_names):
-      raise ValueError(f"{d}/index.json: features differ from the policy's")
-    for s in store.shards():
+    for s in _open_store(d, feature_names).shards():
       names = s["module_names"]
-      held_mod = np.array([heldout_module(str(n), heldout_fraction) for n in names], bool)
+      held_mod = _held_modules(names, heldout_fraction)
       if weighting == "key":
         if "probe_key_base" not in s:
           raise ValueError(f"{d}: probes without per-key scores (recorded before they "
