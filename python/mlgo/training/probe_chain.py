@@ -192,9 +192,10 @@ def module_scores(per_key_csv, column: str = "default") -> dict:
   return out
 
 
-def split_figure(policy_sizes: dict, defaults: dict) -> dict:
+def split_figure(policy_sizes: dict, defaults: dict, held=None) -> dict:
   """Training-split total change (%) and modules more than 1% bigger, over the modules
-  both sides have."""
+  both sides have. With `held` (module names), also the figure over those of them in
+  "held" ({"modules", "change_pct", "regressed"}; None when none is there)."""
   from mlgo.training.rollouts import GreedyFigure  # pylint: disable=import-outside-toplevel
   common = sorted(set(policy_sizes) & set(defaults))
   if not common:
@@ -202,9 +203,46 @@ def split_figure(policy_sizes: dict, defaults: dict) -> dict:
   g = GreedyFigure(defaults)  # the sums a probe round shows while it runs
   for m in common:
     g.add(m, policy_sizes[m])
-  return {"modules": g.modules, "default": g.default, "policy": g.policy,
-          "change_pct": g.change_pct(), "regressed": g.regressed,
-          "regressed_pct": 100.0 * g.regressed / g.modules}
+  fig = {"modules": g.modules, "default": g.default, "policy": g.policy,
+         "change_pct": g.change_pct(), "regressed": g.regressed,
+         "regressed_pct": 100.0 * g.regressed / g.modules}
+  if held is not None:
+    sub = {m: policy_sizes[m] for m in common if m in held}
+    fig["held"] = None
+    if sub:
+      h = split_figure(sub, defaults)
+      fig["held"] = {k: h[k] for k in ("modules", "change_pct", "regressed")}
+  return fig
+
+
+def held_modules(modules) -> set:
+  """The modules whose probes fine-tuning never trains on (probe_tuning's hold-out). No
+  round learns from them, so their figure is the chain's own check for overfitting: it
+  shows whether what the rounds learn carries to modules they did not probe."""
+  from mlgo.training import probe_tuning  # pylint: disable=import-outside-toplevel
+  return {m for m in modules if probe_tuning.heldout_module(m)}
+
+
+def measured_sizes(out, name: str, policy_dir) -> dict | None:
+  """module -> the greedy score of chain policy `name` (dir `policy_dir`): from its own
+  evaluation, else from the probe round that probed it; None if neither is on disk."""
+  out = pathlib.Path(out)
+  ev = out / f"evaluate-{name}" / "per_key.csv"
+  if ev.exists():
+    return module_scores(ev, "policy")
+  want = pathlib.Path(policy_dir).resolve()
+  for idx in sorted(out.glob("round-*/probes/index.json")):
+    if pathlib.Path(json.loads(idx.read_text())["policy"]).resolve() == want:
+      return probe_sizes(idx.parent)
+  return None
+
+
+def _held_text(fig: dict) -> str:
+  h = fig.get("held")
+  if not h:
+    return ""
+  return (f"; the {h['modules']} modules fine-tuning never saw: {h['change_pct']:+.2f}% "
+          f"({h['regressed']} >1% bigger)")
 
 
 def probe_sizes(probe_dir) -> dict:
@@ -244,14 +282,19 @@ def plot(ledger_data: dict, path):
   pts = sorted((p["cpu_hours"], p["change_pct"], k)
                for k, p in ledger_data["policies"].items())
   fig, ax = plt.subplots(figsize=(6, 4))
-  ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-")
+  ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label="training split")
+  held = sorted((p["cpu_hours"], p["held"]["change_pct"])
+                for p in ledger_data["policies"].values() if p.get("held"))
+  if held:  # the modules no round trained on: where the two lines part, rounds overfit
+    ax.plot([h[0] for h in held], [h[1] for h in held], "s--", color="tab:green",
+            label="modules fine-tuning never saw")
   for x, y, k in pts:
     ax.annotate(k, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
   sel = ledger_data.get("selected")
   if sel:
     p = ledger_data["policies"][sel]
     ax.plot([p["cpu_hours"]], [p["change_pct"]], "r*", markersize=14, label=f"kept: {sel}")
-    ax.legend()
+  ax.legend(fontsize=8)
   ax.axhline(0.0, color="grey", lw=0.5)
   ax.set_xlabel("CPU-hours (wall x workers)")
   ax.set_ylabel("training split .text change vs default (%)")
@@ -283,7 +326,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
   quiet = open(out / "stages.log", "a")  # the tools' own summaries, kept for reading
 
   def measure(name, sizes, round_no):
-    fig = split_figure(sizes, defaults)
+    fig = split_figure(sizes, defaults, held)
     # cpu_hours: what the chain had spent when this policy was made (its figure is read
     # later, from the next round's greedy compiles).
     fig.update(round=round_no, cpu_hours=led.data["made_at"][name])
@@ -291,13 +334,14 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     led.save()
     print(f"chain: {name}: training split {fig['change_pct']:+.2f}% "
           f"({fig['regressed']} of {fig['modules']} modules >1% bigger) at "
-          f"{fig['cpu_hours']:.2f} CPU-h", file=stream, flush=True)
+          f"{fig['cpu_hours']:.2f} CPU-h{_held_text(fig)}", file=stream, flush=True)
 
   # The default's size of every training module (evaluate's cache: usually no compile).
   led.run("default", lambda: evaluate(
       cfg.problem, cfg.corpus, "default", out / "default-train", split="train",
       jobs=cfg.jobs, timeout=cfg.timeout, stream=quiet), cfg.jobs, stream)
   defaults = module_scores(out / "default-train" / "per_key.csv")
+  held = held_modules(defaults)
 
   start = out / "start"
   if cfg.start and not widen:
@@ -394,6 +438,12 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     measure(name, module_scores(out / f"evaluate-{name}" / "per_key.csv", "policy"),
             int(name.split("-")[1]) if name.startswith("round-") else 0)
 
+  # Chains measured before the held-out figure was recorded get it from the same sizes.
+  for k, fig in led.data["policies"].items():
+    if "held" not in fig and k in dirs:
+      sizes = measured_sizes(out, k, dirs[k])
+      if sizes is not None:
+        fig["held"] = split_figure(sizes, defaults, held)["held"]
   # Candidates: the policies of this chain as configured (a rerun with fewer rounds
   # leaves later rounds' figures in the ledger, not in the choice).
   sel = select({k: v for k, v in led.data["policies"].items() if k in dirs},
@@ -405,6 +455,9 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
   shutil.copytree(src, out / "policy")
   led.save()
   plot(led.data, out / "chain.png")
+  for k, fig in sorted(led.data["policies"].items(), key=lambda kv: kv[1]["cpu_hours"]):
+    print(f"chain: {k}: training split {fig['change_pct']:+.2f}% ({fig['regressed']} >1% "
+          f"bigger) at {fig['cpu_hours']:.2f} CPU-h{_held_text(fig)}", file=stream)
   p = led.data["policies"][sel]
   print(f"chain: kept {sel}: training split {p['change_pct']:+.2f}% ({p['regressed']} "
         f"modules >1% bigger); {led.cpu_hours():.2f} CPU-h in all; wrote {out / 'policy'}",

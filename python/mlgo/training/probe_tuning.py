@@ -20,7 +20,11 @@ from mlgo.policy import policy_io
 
 
 
-def heldout_module(name: str, fraction: float) -> bool:
+# The share of modules whose probes fine-tuning never trains on (by a hash of the name).
+HELDOUT_FRACTION = 0.1
+
+
+def heldout_module(name: str, fraction: float = HELDOUT_FRACTION) -> bool:
   """Modules whose probes fine-tuning never sees (agreement on them is reported)."""
   return bc.heldout_module(name, fraction, salt="probe")
 
@@ -56,7 +60,7 @@ def best_rounds(probe_dirs) -> dict:
   return {m: d for m, (_, d) in best.items()}
 
 
-def load_best_anchors(probe_dirs, feature_names, heldout_fraction: float = 0.1):
+def load_best_anchors(probe_dirs, feature_names, heldout_fraction: float = HELDOUT_FRACTION):
   """Anchor states for 'best' anchors: each module's from the probe dir of its best round
   (best_rounds), with the actions that round's policy took there as labels. Returns
   (states, labels, held-out mask, {probe dir: modules taken from it})."""
@@ -79,7 +83,7 @@ def load_best_anchors(probe_dirs, feature_names, heldout_fraction: float = 0.1):
 
 
 def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
-                    weight_cap: float = 4.0, heldout_fraction: float = 0.1,
+                    weight_cap: float = 4.0, heldout_fraction: float = HELDOUT_FRACTION,
                     weighting: str = "module", regression_penalty: float = 0.0,
                     default_sizes: dict | None = None):
   """Labelled probes + anchor states from one or more probe dirs.
@@ -144,7 +148,7 @@ def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
 def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
                     learning_rate: float = 3e-4, probe_weight: float = 1.0,
                     batch_size: int = 256, weight_unit: float = 0.001,
-                    weight_cap: float = 4.0, heldout_fraction: float = 0.1, seed: int = 0,
+                    weight_cap: float = 4.0, heldout_fraction: float = HELDOUT_FRACTION, seed: int = 0,
                     anchor_targets: str = "greedy", weighting: str = "module",
                     regression_penalty: float = 0.0, default_sizes: dict | None = None,
                     best_anchor_dirs=None, stream=sys.stderr) -> dict:

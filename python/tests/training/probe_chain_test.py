@@ -12,7 +12,7 @@ import pytest
 
 from mlgo.evaluation.evaluate import evaluate
 from mlgo.policy import policy_io
-from mlgo.training import probe_chain, testing
+from mlgo.training import probe_chain, probe_tuning, testing
 
 PROGRAMS = sorted((pathlib.Path(__file__).parent / "programs").glob("*.c*"))
 
@@ -42,6 +42,27 @@ def test_split_figure_counts_common_modules_and_regressions():
   assert probe_chain.split_figure({"a": 101.0}, {"a": 100.0})["regressed"] == 0
   with pytest.raises(ValueError, match="no module"):
     probe_chain.split_figure({"x": 1.0}, {"y": 1.0})
+
+
+def test_split_figure_of_the_held_modules():
+  sizes, defaults = {"a": 102.0, "b": 50.0, "c": 9.0}, {"a": 100.0, "b": 60.0, "c": 10.0}
+  f = probe_chain.split_figure(sizes, defaults, held={"a", "c", "z"})
+  # Only a and c: (102 + 9) / (100 + 10) - 1; a is more than 1% bigger.
+  assert f["held"] == {"modules": 2, "change_pct": pytest.approx(100 * (111 / 110 - 1)),
+                       "regressed": 1}
+  assert f["change_pct"] == pytest.approx(100 * (161 / 170 - 1))  # the whole is unchanged
+  assert probe_chain.split_figure(sizes, defaults, held={"z"})["held"] is None
+  assert "held" not in probe_chain.split_figure(sizes, defaults)
+
+
+def test_held_modules_are_those_fine_tuning_never_trains_on():
+  names = [f"pkg/m{i}.c" for i in range(400)]
+  held = probe_chain.held_modules(names)
+  assert held == {n for n in names if probe_tuning.heldout_module(n)}
+  assert 20 <= len(held) <= 60  # about a tenth
+  # train_on_probes and the best-anchor loader hold out the same modules by default.
+  mask = probe_tuning._held_modules(names, probe_tuning.HELDOUT_FRACTION)  # pylint: disable=protected-access
+  assert {n for n, h in zip(names, mask) if h} == held
 
 
 def test_ledger_counts_a_cut_stage_and_refuses_another_chain(tmp_path):
@@ -136,6 +157,14 @@ def test_chain_runs_clone_and_rounds(chain):
   assert all(np.array_equal(want[k], got[k]) for k in want.files)
   assert kept.problem == "inlining_ir2vec"
   assert (out / "chain.png").stat().st_size > 1000
+  # Each figure carries the one of the modules fine-tuning held out, from the same sizes.
+  defaults = probe_chain.module_scores(out / "default-train" / "per_key.csv")
+  held = probe_chain.held_modules(defaults)
+  for k, fig in data["policies"].items():
+    sizes = probe_chain.measured_sizes(out, k, out / "start" if k == "start" else out / k / "tuned")
+    assert sizes is not None and sum(sizes.values()) == fig["policy"]
+    assert "held" in fig
+    assert fig["held"] == probe_chain.split_figure(sizes, defaults, held)["held"]
 
 
 def test_free_figure_is_what_evaluate_gives(chain, tmp_path):
@@ -150,7 +179,7 @@ def test_free_figure_is_what_evaluate_gives(chain, tmp_path):
       probe_chain.probe_sizes(out / "round-01" / "probes")
 
 
-def test_rerun_adds_rounds_reruns_cut_stage_and_stops_at_budget(chain):
+def test_rerun_adds_rounds_reruns_cut_stage_and_stops_at_budget(chain, monkeypatch):
   corpus, root, cfg, data = chain
   out = root / "out"
   led_path = out / "chain.json"
@@ -161,6 +190,10 @@ def test_rerun_adds_rounds_reruns_cut_stage_and_stops_at_budget(chain):
     del d["stages"][k]
   del d["policies"]["round-02"], d["made_at"]["round-02"]
   d["running"] = {"stage": "tune-2", "wall_s": 60.0, "cpu_hours": 60.0 * 2 / 3600}
+  del d["policies"]["start"]["held"]  # as a chain measured before it was recorded
+  # The tiny corpus has no module probe_tuning holds out; count every module as held, so
+  # the figure filled in must be the whole split's.
+  monkeypatch.setattr(probe_chain, "held_modules", set)
   led_path.write_text(json.dumps(d))
   cfg3 = probe_chain.ChainConfig(**{**cfg.__dict__, "rounds": 3})
   d3 = probe_chain.run(cfg3)
@@ -172,6 +205,10 @@ def test_rerun_adds_rounds_reruns_cut_stage_and_stops_at_budget(chain):
   sizes = probe_chain.probe_sizes(out / "round-03" / "probes")
   assert d3["policies"]["round-02"]["policy"] == sum(sizes.values())
   assert set(d3["policies"]) == {"start", "round-01", "round-02", "round-03"}
+  st = d3["policies"]["start"]  # filled in from round 1's probes
+  assert st["held"] == {"modules": 3, "change_pct": st["change_pct"],
+                        "regressed": st["regressed"]}
+  assert d3["policies"]["round-01"]["held"] is None  # recorded before: left as it was
   # A budget already spent: round 4 does not start; the chain still selects.
   cfg4 = probe_chain.ChainConfig(**{**cfg.__dict__, "rounds": 4, "cpu_hours": 1e-6})
   d4 = probe_chain.run(cfg4)
