@@ -148,8 +148,8 @@ def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
 def train_on_probes(policy_dir, probe_dirs, output, *, epochs: int = 30,
                     learning_rate: float = 3e-4, probe_weight: float = 1.0,
                     batch_size: int = 256, weight_unit: float = 0.001,
-                    weight_cap: float = 4.0, heldout_fraction: float = HELDOUT_FRACTION, seed: int = 0,
-                    anchor_targets: str = "greedy", weighting: str = "module",
+                    weight_cap: float = 4.0, heldout_fraction: float = HELDOUT_FRACTION,
+                    seed: int = 0, anchor_targets: str = "greedy", weighting: str = "module",
                     regression_penalty: float = 0.0, default_sizes: dict | None = None,
                     best_anchor_dirs=None, stream=sys.stderr) -> dict:
   """Fine-tunes the policy of `policy_dir`: cross-entropy towards the better action of

@@ -61,7 +61,8 @@ def test_held_modules_are_those_fine_tuning_never_trains_on():
   assert held == {n for n in names if probe_tuning.heldout_module(n)}
   assert 20 <= len(held) <= 60  # about a tenth
   # train_on_probes and the best-anchor loader hold out the same modules by default.
-  mask = probe_tuning._held_modules(names, probe_tuning.HELDOUT_FRACTION)  # pylint: disable=protected-access
+  mask = probe_tuning._held_modules(  # pylint: disable=protected-access
+      names, probe_tuning.HELDOUT_FRACTION)
   assert {n for n, h in zip(names, mask) if h} == held
 
 
@@ -161,7 +162,8 @@ def test_chain_runs_clone_and_rounds(chain):
   defaults = probe_chain.module_scores(out / "default-train" / "per_key.csv")
   held = probe_chain.held_modules(defaults)
   for k, fig in data["policies"].items():
-    sizes = probe_chain.measured_sizes(out, k, out / "start" if k == "start" else out / k / "tuned")
+    policy_dir = out / "start" if k == "start" else out / k / "tuned"
+    sizes = probe_chain.measured_sizes(out, k, policy_dir)
     assert sizes is not None and sum(sizes.values()) == fig["policy"]
     assert "held" in fig
     assert fig["held"] == probe_chain.split_figure(sizes, defaults, held)["held"]
