@@ -119,8 +119,8 @@ class Ledger:
       old = self.data.get("config", {})
       fields = {f.name: f.default for f in dataclasses.fields(ChainConfig)}
       for k in ("corpus", "problem", "start", "jobs", "max_probes", "flips_per_compile",
-                "flip_compiles", "credit", "next_policy", "average_weight", "seed", "regression_penalty", "anchors", "ppo_iterations",
-                "ppo_gin"):
+                "flip_compiles", "credit", "next_policy", "average_weight", "seed",
+                "regression_penalty", "anchors", "ppo_iterations", "ppo_gin"):
         was, now = old.get(k, fields[k]), getattr(config, k)  # older ledger: the default
         show = repr
         if k == "average_weight":  # a float in ledgers before schedules, a list in JSON
@@ -237,6 +237,59 @@ def measured_sizes(out, name: str, policy_dir) -> dict | None:
   return None
 
 
+def policy_dirs(out, ledger_data: dict) -> dict:
+  """name -> dir of each policy a chain's ledger has measured (the layout run() writes)."""
+  out = pathlib.Path(out)
+  nxt = ledger_data.get("config", {}).get("next_policy", "tuned")
+  dirs = {}
+  for name in ledger_data.get("policies", {}):
+    if name == "start":
+      dirs[name] = out / "start"
+    elif name == "ppo":
+      best = out / "ppo" / "best_policy"
+      dirs[name] = best if best.exists() else out / "ppo" / "policy"
+    else:
+      dirs[name] = out / name / nxt
+  return dirs
+
+
+def fill_held(out, ledger_data: dict, dirs: dict, defaults: dict, held: set) -> int:
+  """Adds the held modules' figure to policies measured before it was recorded, from the
+  same sizes on disk; returns how many it filled."""
+  n = 0
+  for k, fig in ledger_data["policies"].items():
+    if "held" not in fig and k in dirs:
+      sizes = measured_sizes(out, k, dirs[k])
+      if sizes is not None:
+        fig["held"] = split_figure(sizes, defaults, held)["held"]
+        n += 1
+  return n
+
+
+def chain_report(out) -> dict:
+  """A chain's ledger data as on disk, running or ended, with the held modules' figure
+  filled in where the ledger lacks it. Reads only: the ledger file is not written."""
+  out = pathlib.Path(out)
+  path = out / "chain.json"
+  if not path.exists():
+    raise FileNotFoundError(f"{out}: no chain.json; not a probe_chain output dir")
+  data = json.loads(path.read_text())
+  per_key = out / "default-train" / "per_key.csv"
+  if data.get("policies") and per_key.exists():
+    defaults = module_scores(per_key)
+    fill_held(out, data, policy_dirs(out, data), defaults, held_modules(defaults))
+  return data
+
+
+def policy_lines(ledger_data: dict) -> list:
+  """One line a measured policy, in the order made: training figure and the held one."""
+  lines = []
+  for k, fig in sorted(ledger_data["policies"].items(), key=lambda kv: kv[1]["cpu_hours"]):
+    lines.append(f"{k}: training split {fig['change_pct']:+.2f}% ({fig['regressed']} >1% "
+                 f"bigger) at {fig['cpu_hours']:.2f} CPU-h{_held_text(fig)}")
+  return lines
+
+
 def _held_text(fig: dict) -> str:
   h = fig.get("held")
   if not h:
@@ -299,6 +352,43 @@ def plot(ledger_data: dict, path):
   ax.set_xlabel("CPU-hours (wall x workers)")
   ax.set_ylabel("training split .text change vs default (%)")
   ax.set_title("probe chain")
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
+def compare_plot(chains: dict, path, target: float | None = None,
+                 budget: float | None = None):
+  """Several chains on one plot (label -> ledger data): each one's training-split figure
+  (solid) and its held modules' figure (dashed, same colour) against CPU-hours, the kept
+  policy starred; `target` (%) and `budget` (CPU-h) as grey lines."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  for i, (label, data) in enumerate(chains.items()):
+    colour = f"C{i % 10}"
+    pol = sorted(data["policies"].values(), key=lambda p: p["cpu_hours"])
+    ax.plot([p["cpu_hours"] for p in pol], [p["change_pct"] for p in pol], "o-",
+            color=colour, label=f"{label}: training split")
+    held = [p for p in pol if p.get("held")]
+    if held:
+      ax.plot([p["cpu_hours"] for p in held], [p["held"]["change_pct"] for p in held],
+              "s--", color=colour, alpha=0.7, label=f"{label}: modules fine-tuning never saw")
+    sel = data.get("selected")
+    if sel:
+      p = data["policies"][sel]
+      ax.plot([p["cpu_hours"]], [p["change_pct"]], "*", color=colour, markersize=14,
+              markeredgecolor="black")
+  if target is not None:
+    ax.axhline(target, color="grey", ls=":", lw=1)
+  if budget is not None:
+    ax.axvline(budget, color="grey", ls=":", lw=1)
+  ax.axhline(0.0, color="grey", lw=0.5)
+  ax.set_xlabel("CPU-hours (wall x workers)")
+  ax.set_ylabel(".text change vs default (%)")
+  ax.set_title("probe chains (star: kept policy)")
+  ax.legend(fontsize=7)
   fig.tight_layout()
   fig.savefig(path, dpi=100)
   plt.close(fig)
@@ -439,11 +529,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
             int(name.split("-")[1]) if name.startswith("round-") else 0)
 
   # Chains measured before the held-out figure was recorded get it from the same sizes.
-  for k, fig in led.data["policies"].items():
-    if "held" not in fig and k in dirs:
-      sizes = measured_sizes(out, k, dirs[k])
-      if sizes is not None:
-        fig["held"] = split_figure(sizes, defaults, held)["held"]
+  fill_held(out, led.data, dirs, defaults, held)
   # Candidates: the policies of this chain as configured (a rerun with fewer rounds
   # leaves later rounds' figures in the ledger, not in the choice).
   sel = select({k: v for k, v in led.data["policies"].items() if k in dirs},
@@ -455,9 +541,8 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
   shutil.copytree(src, out / "policy")
   led.save()
   plot(led.data, out / "chain.png")
-  for k, fig in sorted(led.data["policies"].items(), key=lambda kv: kv[1]["cpu_hours"]):
-    print(f"chain: {k}: training split {fig['change_pct']:+.2f}% ({fig['regressed']} >1% "
-          f"bigger) at {fig['cpu_hours']:.2f} CPU-h{_held_text(fig)}", file=stream)
+  for line in policy_lines(led.data):
+    print(f"chain: {line}", file=stream)
   p = led.data["policies"][sel]
   print(f"chain: kept {sel}: training split {p['change_pct']:+.2f}% ({p['regressed']} "
         f"modules >1% bigger); {led.cpu_hours():.2f} CPU-h in all; wrote {out / 'policy'}",

@@ -6,6 +6,7 @@ counted and run again, a budget stops the rounds."""
 import csv
 import json
 import pathlib
+import subprocess
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from mlgo.evaluation.evaluate import evaluate
 from mlgo.policy import policy_io
 from mlgo.training import probe_chain, probe_tuning, testing
+from mlgo.util import cli
 
 PROGRAMS = sorted((pathlib.Path(__file__).parent / "programs").glob("*.c*"))
 
@@ -167,6 +169,53 @@ def test_chain_runs_clone_and_rounds(chain):
     assert sizes is not None and sum(sizes.values()) == fig["policy"]
     assert "held" in fig
     assert fig["held"] == probe_chain.split_figure(sizes, defaults, held)["held"]
+
+
+def test_report_reads_a_chain_without_writing_it(chain, tmp_path, monkeypatch):
+  corpus, root, cfg, data = chain
+  out = root / "out"
+  before = (out / "chain.json").read_bytes()
+  got = probe_chain.chain_report(out)
+  assert (out / "chain.json").read_bytes() == before
+  assert got["policies"] == data["policies"] and got["selected"] == data["selected"]
+  lines = probe_chain.policy_lines(got)
+  assert [ln.split(":")[0] for ln in lines] == ["start", "round-01", "round-02"]
+  f = data["policies"]["round-01"]
+  assert f"training split {f['change_pct']:+.2f}% ({f['regressed']} >1% bigger)" in lines[1]
+  # A ledger from before the held figure: filled in, from the same sizes, on the copy only.
+  old = json.loads(before)
+  for fig in old["policies"].values():
+    del fig["held"]
+  (tmp_path / "c").mkdir()
+  for name in ("default-train", "start", "round-01", "round-02", "evaluate-round-02"):
+    (tmp_path / "c" / name).symlink_to(out / name)
+  (tmp_path / "c" / "chain.json").write_text(json.dumps(old))
+  monkeypatch.setattr(probe_chain, "held_modules", set)  # the tiny corpus holds none out
+  filled = probe_chain.chain_report(tmp_path / "c")
+  assert "held" not in json.loads((tmp_path / "c" / "chain.json").read_text())["policies"]["start"]
+  for k, fig in filled["policies"].items():
+    assert fig["held"] == {"modules": 3, "change_pct": fig["change_pct"],
+                           "regressed": fig["regressed"]}, k
+  probe_chain.compare_plot({"a": got, "b": filled}, tmp_path / "cmp.png", -5.0, 1.0)
+  assert (tmp_path / "cmp.png").stat().st_size > 1000
+  with pytest.raises(FileNotFoundError, match="no chain.json"):
+    probe_chain.chain_report(tmp_path)
+
+
+def test_the_report_tool_prints_each_chain_and_refuses_a_dir_without_one(chain, tmp_path):
+  corpus, root, cfg, data = chain
+  built = cli.built_file("tools/chain_report")
+  if built is None:
+    pytest.skip("tools/chain_report is not built (run under bazel test)")
+  p = subprocess.run([str(built), str(root / "out"), f"--plot={tmp_path / 'c.png'}",
+                      "--target=-5"], capture_output=True, text=True, timeout=300)
+  assert p.returncode == 0, p.stderr
+  assert f"ended at {data['cpu_hours']:.2f} CPU-h, kept {data['selected']}" in p.stdout
+  assert p.stdout.count("training split") == 3
+  assert (tmp_path / "c.png").stat().st_size > 1000
+  bad = subprocess.run([str(built), str(tmp_path)], capture_output=True, text=True,
+                       timeout=300)
+  assert bad.returncode == 2 and "no chain.json" in bad.stderr
 
 
 def test_free_figure_is_what_evaluate_gives(chain, tmp_path):

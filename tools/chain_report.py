@@ -1,0 +1,48 @@
+"""What one or more probe chains have made so far, read from their dirs without touching
+them (a running chain is fine): each measured policy's training-split figure, the figure
+over the modules fine-tuning never trains on, the CPU-hours, the kept policy; with
+--plot, all chains on one PNG.
+
+  bazel run //tools:chain_report -- DIR [DIR ...] [--plot=PNG] [--target=-5.83] [--budget=9.75]
+"""
+import argparse
+import pathlib
+import sys
+
+from mlgo.util.cli import user_path
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("chains", nargs="+", help="probe_chain output dirs")
+  ap.add_argument("--plot", help="write the comparison plot here (PNG)")
+  ap.add_argument("--target", type=float, help="a training-split figure to draw (%%)")
+  ap.add_argument("--budget", type=float, help="a CPU-hour budget to draw")
+  a = ap.parse_args(argv)
+  from mlgo.training import probe_chain  # pylint: disable=import-outside-toplevel
+  chains = {}
+  for c in a.chains:
+    d = user_path(c)
+    try:
+      data = probe_chain.chain_report(d)
+    except (FileNotFoundError, ValueError) as e:
+      print(f"chain_report: {e}", file=sys.stderr)
+      return 2
+    label = pathlib.Path(d).name
+    chains[label] = data
+    total = data.get("cpu_hours")
+    run = data.get("running")
+    state = (f"ended at {total:.2f} CPU-h, kept {data['selected']}" if data.get("selected")
+             else "not ended" + (f" (last seen in stage {run['stage']})" if run else ""))
+    print(f"== {label} ({d}): {state}")
+    for line in probe_chain.policy_lines(data):
+      print(f"  {line}")
+  if a.plot:
+    probe_chain.compare_plot(chains, user_path(a.plot), a.target, a.budget)
+    print(f"wrote {a.plot}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
