@@ -329,39 +329,16 @@ def round_fits(spent: float, per_round: float, budget: float) -> bool:
 
 
 def plot(ledger_data: dict, path):
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  pts = sorted((p["cpu_hours"], p["change_pct"], k)
-               for k, p in ledger_data["policies"].items())
-  fig, ax = plt.subplots(figsize=(6, 4))
-  ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label="training split")
-  held = sorted((p["cpu_hours"], p["held"]["change_pct"])
-                for p in ledger_data["policies"].values() if p.get("held"))
-  if held:  # the modules no round trained on: where the two lines part, rounds overfit
-    ax.plot([h[0] for h in held], [h[1] for h in held], "s--", color="tab:green",
-            label="modules fine-tuning never saw")
-  for x, y, k in pts:
-    ax.annotate(k, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
-  sel = ledger_data.get("selected")
-  if sel:
-    p = ledger_data["policies"][sel]
-    ax.plot([p["cpu_hours"]], [p["change_pct"]], "r*", markersize=14, label=f"kept: {sel}")
-  ax.legend(fontsize=8)
-  ax.axhline(0.0, color="grey", lw=0.5)
-  ax.set_xlabel("CPU-hours (wall x workers)")
-  ax.set_ylabel("training split .text change vs default (%)")
-  ax.set_title("probe chain")
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  """One chain's figures against CPU-hours, each policy named (DIR/chain.png)."""
+  compare_plot({"chain": ledger_data}, path, annotate=True)
 
 
 def compare_plot(chains: dict, path, target: float | None = None,
-                 budget: float | None = None):
-  """Several chains on one plot (label -> ledger data): each one's training-split figure
-  (solid) and its held modules' figure (dashed, same colour) against CPU-hours, the kept
-  policy starred; `target` (%) and `budget` (CPU-h) as grey lines."""
+                 budget: float | None = None, annotate: bool = False):
+  """Chains on one plot (label -> ledger data): each one's training-split figure (solid)
+  and its held modules' figure (dashed, same colour; where the two part, the rounds
+  overfit) against CPU-hours, the kept policy starred; `target` (%) and `budget` (CPU-h)
+  as grey lines; `annotate` names each policy."""
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
@@ -371,6 +348,10 @@ def compare_plot(chains: dict, path, target: float | None = None,
     pol = sorted(data["policies"].values(), key=lambda p: p["cpu_hours"])
     ax.plot([p["cpu_hours"] for p in pol], [p["change_pct"] for p in pol], "o-",
             color=colour, label=f"{label}: training split")
+    if annotate:
+      for k, p in data["policies"].items():
+        ax.annotate(k, (p["cpu_hours"], p["change_pct"]), textcoords="offset points",
+                    xytext=(4, 4), fontsize=8)
     held = [p for p in pol if p.get("held")]
     if held:
       ax.plot([p["cpu_hours"] for p in held], [p["held"]["change_pct"] for p in held],
@@ -379,7 +360,7 @@ def compare_plot(chains: dict, path, target: float | None = None,
     if sel:
       p = data["policies"][sel]
       ax.plot([p["cpu_hours"]], [p["change_pct"]], "*", color=colour, markersize=14,
-              markeredgecolor="black")
+              markeredgecolor="black", label=f"{label}: kept {sel}")
   if target is not None:
     ax.axhline(target, color="grey", ls=":", lw=1)
   if budget is not None:
