@@ -223,18 +223,26 @@ def held_modules(modules) -> set:
   return {m for m in modules if probe_tuning.heldout_module(m)}
 
 
-def measured_sizes(out, name: str, policy_dir) -> dict | None:
+def probed_policies(out) -> dict:
+  """resolved policy dir -> the probe dir of the chain's first round that probed it."""
+  found = {}
+  for idx in sorted(pathlib.Path(out).glob("round-*/probes/index.json")):
+    found.setdefault(pathlib.Path(json.loads(idx.read_text())["policy"]).resolve(), idx.parent)
+  return found
+
+
+def measured_sizes(out, name: str, policy_dir, probed: dict | None = None) -> dict | None:
   """module -> the greedy score of chain policy `name` (dir `policy_dir`): from its own
-  evaluation, else from the probe round that probed it; None if neither is on disk."""
+  evaluation, else from the probe round that probed it (`probed`: probed_policies(out),
+  read once by callers asking for many policies); None if neither is on disk."""
   out = pathlib.Path(out)
   ev = out / f"evaluate-{name}" / "per_key.csv"
   if ev.exists():
     return module_scores(ev, "policy")
-  want = pathlib.Path(policy_dir).resolve()
-  for idx in sorted(out.glob("round-*/probes/index.json")):
-    if pathlib.Path(json.loads(idx.read_text())["policy"]).resolve() == want:
-      return probe_sizes(idx.parent)
-  return None
+  if probed is None:
+    probed = probed_policies(out)
+  d = probed.get(pathlib.Path(policy_dir).resolve())
+  return probe_sizes(d) if d is not None else None
 
 
 def policy_dirs(out, ledger_data: dict) -> dict:
@@ -256,10 +264,12 @@ def policy_dirs(out, ledger_data: dict) -> dict:
 def fill_held(out, ledger_data: dict, dirs: dict, defaults: dict, held: set) -> int:
   """Adds the held modules' figure to policies measured before it was recorded, from the
   same sizes on disk; returns how many it filled."""
-  n = 0
+  n, probed = 0, None
   for k, fig in ledger_data["policies"].items():
     if "held" not in fig and k in dirs:
-      sizes = measured_sizes(out, k, dirs[k])
+      if probed is None:
+        probed = probed_policies(out)
+      sizes = measured_sizes(out, k, dirs[k], probed)
       if sizes is not None:
         fig["held"] = split_figure(sizes, defaults, held)["held"]
         n += 1
