@@ -51,7 +51,16 @@ def test_split_figure_of_the_held_modules():
   f = probe_chain.split_figure(sizes, defaults, held={"a", "c", "z"})
   # Only a and c: (102 + 9) / (100 + 10) - 1; a is more than 1% bigger.
   assert f["held"] == {"modules": 2, "change_pct": pytest.approx(100 * (111 / 110 - 1)),
-                       "regressed": 1}
+                       "regressed": 1, "largest": "a",
+                       "largest_share_pct": pytest.approx(100 * 100 / 110),
+                       "without_largest_pct": pytest.approx(100 * (9 / 10 - 1))}
+  # One held module: nothing is left without it.
+  one = probe_chain.split_figure(sizes, defaults, held={"b"})["held"]
+  assert one["largest"] == "b" and one["largest_share_pct"] == pytest.approx(100.0)
+  assert one["without_largest_pct"] is None
+  assert "without the largest" not in probe_chain._held_text({"held": one})  # pylint: disable=protected-access
+  assert "-10.00% without the largest (91% of their bytes)" in \
+      probe_chain._held_text(f)  # pylint: disable=protected-access
   assert f["change_pct"] == pytest.approx(100 * (161 / 170 - 1))  # the whole is unchanged
   assert probe_chain.split_figure(sizes, defaults, held={"z"})["held"] is None
   assert "held" not in probe_chain.split_figure(sizes, defaults)
@@ -192,10 +201,24 @@ def test_report_reads_a_chain_without_writing_it(chain, tmp_path, monkeypatch):
   (tmp_path / "c" / "chain.json").write_text(json.dumps(old))
   monkeypatch.setattr(probe_chain, "held_modules", set)  # the tiny corpus holds none out
   filled = probe_chain.chain_report(tmp_path / "c")
+  defaults = probe_chain.module_scores(out / "default-train" / "per_key.csv")
   assert "held" not in json.loads((tmp_path / "c" / "chain.json").read_text())["policies"]["start"]
   for k, fig in filled["policies"].items():
-    assert fig["held"] == {"modules": 3, "change_pct": fig["change_pct"],
-                           "regressed": fig["regressed"]}, k
+    h = fig["held"]
+    assert (h["modules"], h["change_pct"], h["regressed"]) == \
+        (3, fig["change_pct"], fig["regressed"]), k
+    assert h["largest"] == max(defaults, key=defaults.get), k
+    assert h["without_largest_pct"] is not None, k
+  # A held figure from before its largest-module part: that part is filled in as well.
+  part = json.loads(json.dumps(filled))
+  for fig in part["policies"].values():
+    for key in ("largest", "largest_share_pct", "without_largest_pct"):
+      del fig["held"][key]
+  (tmp_path / "c" / "chain.json").write_text(json.dumps(part))
+  refilled = probe_chain.chain_report(tmp_path / "c")
+  for k, fig in refilled["policies"].items():
+    assert fig["held"]["without_largest_pct"] == pytest.approx(
+        filled["policies"][k]["held"]["without_largest_pct"]), k
   probe_chain.compare_plot({"a": got, "b": filled}, tmp_path / "cmp.png", -5.0, 1.0)
   assert (tmp_path / "cmp.png").stat().st_size > 1000
   with pytest.raises(FileNotFoundError, match="no chain.json"):
@@ -257,8 +280,8 @@ def test_rerun_adds_rounds_reruns_cut_stage_and_stops_at_budget(chain, monkeypat
   assert d3["policies"]["round-02"]["policy"] == sum(sizes.values())
   assert set(d3["policies"]) == {"start", "round-01", "round-02", "round-03"}
   st = d3["policies"]["start"]  # filled in from round 1's probes
-  assert st["held"] == {"modules": 3, "change_pct": st["change_pct"],
-                        "regressed": st["regressed"]}
+  assert (st["held"]["modules"], st["held"]["change_pct"], st["held"]["regressed"]) == \
+      (3, st["change_pct"], st["regressed"])
   assert d3["policies"]["round-01"]["held"] is None  # recorded before: left as it was
   # A budget already spent: round 4 does not start; the chain still selects.
   cfg4 = probe_chain.ChainConfig(**{**cfg.__dict__, "rounds": 4, "cpu_hours": 1e-6})
