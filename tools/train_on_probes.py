@@ -29,9 +29,12 @@ def main(argv=None):
                   help="what keeps the policy in place on anchor states: its greedy "
                   "decisions as hard labels, or its whole action distribution (moves "
                   "only where the probes say so)")
-  ap.add_argument("--weighting", default="module", choices=["module", "key"],
+  ap.add_argument("--weighting", default="module",
+                  choices=["module", "key", "module_or_bytes"],
                   help="a probe's weight: its change relative to the module's score, or "
-                  "to its own key's (eviction: the function's cost)")
+                  "to its own key's (eviction: the function's cost), or the larger of the "
+                  "module's and its change in bytes (16 bytes weigh 1): large modules' "
+                  "flips are not left at the floor")
   ap.add_argument("--regression_penalty", type=float, default=0.0,
                   help="bytes past 1.01 x the default's size weigh 1 + this in a probe's "
                   "weight (needs --default_sizes)")

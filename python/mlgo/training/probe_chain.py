@@ -62,6 +62,13 @@ class ChainConfig:
   # probe_tuning's anchors: "current" (the probed policy's own decisions: stay put) or
   # "best" (each module's best round so far, with that round's decisions: return there)
   anchors: str = "current"
+  # probe_tuning's probe weights: "module" (relative to the module's size) or
+  # "module_or_bytes" (the larger of that and the bytes changed: big modules count too)
+  weighting: str = "module"
+  # > 1: after the rounds, the weight average of the last this many rounds' policies is a
+  # candidate too (evaluated, counted): one round carries its own probes' noise, the
+  # average less of it (stop 82: C18's rounds 9-14 averaged carried over better)
+  tail_average: int = 0
   max_regressed_pct: float = 3.0
   ppo_iterations: int = 0           # > 0: a PPO stage between the start and the rounds
   ppo_gin: str = "configs/inlining.gin"
@@ -78,6 +85,13 @@ class ChainConfig:
     return self.average_weight[min(round_no, len(self.average_weight)) - 1]
 
   def check(self):
+    from mlgo.training.probe_tuning import WEIGHTINGS  # pylint: disable=import-outside-toplevel
+    if self.weighting not in WEIGHTINGS:
+      raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, not "
+                       f"{self.weighting!r}")
+    if self.tail_average < 0 or self.tail_average == 1:
+      raise ValueError(f"tail_average: 0 (none) or the number of rounds averaged (>= 2), "
+                       f"not {self.tail_average}")
     if self.anchors not in ("current", "best"):
       raise ValueError(f"anchors must be 'current' or 'best', not {self.anchors!r}")
     if self.next_policy not in ("tuned", "average"):
@@ -120,7 +134,7 @@ class Ledger:
       fields = {f.name: f.default for f in dataclasses.fields(ChainConfig)}
       for k in ("corpus", "problem", "start", "jobs", "max_probes", "flips_per_compile",
                 "flip_compiles", "credit", "next_policy", "average_weight", "seed",
-                "regression_penalty", "anchors", "ppo_iterations", "ppo_gin"):
+                "regression_penalty", "anchors", "weighting", "ppo_iterations", "ppo_gin"):
         was, now = old.get(k, fields[k]), getattr(config, k)  # older ledger: the default
         show = repr
         if k == "average_weight":  # a float in ledgers before schedules, a list in JSON
@@ -261,6 +275,8 @@ def policy_dirs(out, ledger_data: dict) -> dict:
   for name in ledger_data.get("policies", {}):
     if name == "start":
       dirs[name] = out / "start"
+    elif name.startswith(TAIL):
+      dirs[name] = out / name
     elif name == "ppo":
       best = out / "ppo" / "best_policy"
       dirs[name] = best if best.exists() else out / "ppo" / "policy"
@@ -345,10 +361,21 @@ def select(policies: dict, max_regressed_pct: float) -> str:
 EVAL_SHARE = 0.25
 
 
-def round_fits(spent: float, per_round: float, budget: float) -> bool:
-  """Whether one more round and the evaluation of the policy it makes end within the
-  budget (CPU-h), so the chain's total, evaluation included, stays under it."""
-  return spent + per_round * (1 + EVAL_SHARE) <= budget
+def round_fits(spent: float, per_round: float, budget: float, evaluations: int = 1) -> bool:
+  """Whether one more round and the evaluations after it (the policy it makes; with a
+  tail average, that average's too) end within the budget (CPU-h), so the chain's total,
+  evaluations included, stays under it."""
+  return spent + per_round * (1 + EVAL_SHARE * evaluations) <= budget
+
+
+# The name of a tail average: TAIL + first and last round averaged ("tail-09-14").
+TAIL = "tail-"
+
+
+def tail_members(dirs: dict, k: int) -> list:
+  """The last k rounds' policy names among a chain's policies (`dirs`, in order made)."""
+  rounds = [n for n in dirs if n.startswith("round-")]
+  return rounds[-k:] if k >= 2 and len(rounds) >= 2 else []
 
 
 def plot(ledger_data: dict, path):
@@ -488,10 +515,11 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
       rounds_done = [led.data["stages"][k] for k in led.data["stages"]
                      if k.startswith(("probe-", "tune-", "average-"))]
       per_round = sum(s["cpu_hours"] for s in rounds_done) / max(r - 1, 1)
+      evals = 2 if cfg.tail_average else 1
       if cfg.cpu_hours is not None and r > 1 and not round_fits(spent, per_round,
-                                                                 cfg.cpu_hours):
+                                                                 cfg.cpu_hours, evals):
         print(f"chain: round {r} and its policy's evaluation would end past the budget "
-              f"({spent:.2f} + ~{per_round:.2f} x {1 + EVAL_SHARE} CPU-h of "
+              f"({spent:.2f} + ~{per_round:.2f} x {1 + EVAL_SHARE * evals} CPU-h of "
               f"{cfg.cpu_hours}); stopping rounds", file=stream, flush=True)
         break
     led.run(f"probe-{r}", lambda p=policy, d=rdir, r=r: rollouts.probe_corpus(
@@ -512,7 +540,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
       m = probe_tuning.train_on_probes(p, kept, d / "tuned", seed=cfg.seed,
                                        regression_penalty=cfg.regression_penalty,
                                        default_sizes=defaults, best_anchor_dirs=best,
-                                       stream=quiet)
+                                       weighting=cfg.weighting, stream=quiet)
       print(f"chain: fine-tuned on {len(kept)} round(s) of probes: held-out probe agreement "
             f"{m['before']['heldout_probe'][0]:.3f} -> {m['after']['heldout_probe'][0]:.3f}",
             file=stream, flush=True)
@@ -531,6 +559,24 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
         timeout=cfg.timeout, stream=quiet), cfg.jobs, stream)
     measure(name, module_scores(out / f"evaluate-{name}" / "per_key.csv", "policy"),
             int(name.split("-")[1]) if name.startswith("round-") else 0)
+
+  members = tail_members(dirs, cfg.tail_average)
+  if members:
+    tail = f"{TAIL}{members[0][6:]}-{members[-1][6:]}"
+    tail_dir = out / tail
+
+    def merge():
+      shutil.rmtree(tail_dir, ignore_errors=True)  # a cut average is made again
+      derived.average_policies([dirs[m] for m in members], tail_dir)
+    led.run(f"make-{tail}", merge, 1, stream)
+    dirs[tail] = tail_dir
+    led.data["made_at"].setdefault(tail, led.cpu_hours())
+    if tail not in led.data["policies"]:
+      led.run(f"evaluate-{tail}", lambda: evaluate(
+          cfg.problem, cfg.corpus, tail_dir, out / f"evaluate-{tail}", split="train",
+          jobs=cfg.jobs, timeout=cfg.timeout, stream=quiet), cfg.jobs, stream)
+      measure(tail, module_scores(out / f"evaluate-{tail}" / "per_key.csv", "policy"),
+              int(members[-1][6:]))
 
   # Chains measured before the held-out figure was recorded get it from the same sizes.
   fill_held(out, led.data, dirs, defaults, held)

@@ -82,10 +82,16 @@ def load_best_anchors(probe_dirs, feature_names, heldout_fraction: float = HELDO
           np.concatenate(hs).astype(bool) if hs else np.zeros(0, bool), counts)
 
 
+# Probe weightings (load_probe_data); BYTE_UNIT: the bytes that weigh 1 in
+# "module_or_bytes" (with the cap of 4, changes of 64 bytes and more weigh the most).
+WEIGHTINGS = ("module", "key", "module_or_bytes")
+BYTE_UNIT = 16.0
+
+
 def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
                     weight_cap: float = 4.0, heldout_fraction: float = HELDOUT_FRACTION,
                     weighting: str = "module", regression_penalty: float = 0.0,
-                    default_sizes: dict | None = None):
+                    default_sizes: dict | None = None, byte_unit: float = BYTE_UNIT):
   """Labelled probes + anchor states from one or more probe dirs.
 
   A probe whose alternative lowered the module's score is labelled with the alternative,
@@ -95,19 +101,27 @@ def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
   (weighting "key": for eviction the function, whose cost is the only one a flip
   changes; a hot function then weighs no more than any other, as in the per-function
   reward). Stores from before key scores were recorded only allow "module".
+  "module_or_bytes": the larger of the "module" weight and the absolute change in units of
+  `byte_unit` bytes (clipped the same way). Relative weights alone leave a large module's
+  flips at the floor (a 100-byte saving in a 400 kB module is 0.25 where 20 bytes of a
+  2 kB module is 4): in C18's probes modules of 100 kB or more held 38% of the training
+  bytes and 0.8% of the weight. The larger of the two keeps every small-module weight and
+  lifts the large modules' toward their share of the bytes, the figure being judged.
 
   regression_penalty (with `default_sizes`, module -> the default's score; weighting
-  "module"): a probe's weight is scaled by how much more its change costs under
+  "module" or "module_or_bytes"): a probe's weight is scaled by how much more its change costs under
   `regression_cost` than in plain bytes (1 to 1 + penalty), so decisions of modules that
   are, or would become, more than 1% bigger than the default weigh more. The cost rises
   with the size, so no label changes."""
-  if weighting not in ("module", "key"):
-    raise ValueError(f"weighting must be 'module' or 'key', not {weighting!r}")
+  if weighting not in WEIGHTINGS:
+    raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, not {weighting!r}")
+  if byte_unit <= 0:
+    raise ValueError(f"byte_unit must be > 0, not {byte_unit}")
   if regression_penalty < 0:
     raise ValueError(f"regression_penalty must be >= 0, not {regression_penalty}")
-  if regression_penalty and (default_sizes is None or weighting != "module"):
+  if regression_penalty and (default_sizes is None or weighting == "key"):
     raise ValueError("regression_penalty needs default_sizes (module -> default score) "
-                     "and weighting 'module'")
+                     "and weighting 'module' or 'module_or_bytes'")
   px, py, pw, ph, ax, ah = [], [], [], [], [], []
   for d in probe_dirs:
     for s in _open_store(d, feature_names).shards():
@@ -125,6 +139,8 @@ def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
       a = s["probe_actions"]
       label = np.where(delta < 0, rollouts.probe_alternatives(s), a)
       w = np.clip(np.abs(delta) / np.maximum(base, 1.0) / weight_unit, 0.25, weight_cap)
+      if weighting == "module_or_bytes":
+        w = np.maximum(w, np.clip(np.abs(delta) / byte_unit, 0.25, weight_cap))
       if regression_penalty:
         dft = np.array([default_sizes.get(str(n), np.nan) for n in names])[s["probe_module"]]
         known = np.isfinite(dft) & np.isfinite(delta) & (delta != 0)

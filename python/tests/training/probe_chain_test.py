@@ -315,6 +315,53 @@ def test_a_round_fits_the_budget_only_with_its_policys_evaluation():
   assert probe_chain.round_fits(1.0, 0.44, 2.70)
   assert not probe_chain.round_fits(2.20, 0.44, 2.70)  # 2.64 fits, 2.64 + 0.11 does not
   assert probe_chain.round_fits(2.20, 0.44, 2.75)
+  # With a tail average its evaluation, too, must fit: 2.20 + 0.44 + 2 x 0.11 = 2.86.
+  assert not probe_chain.round_fits(2.20, 0.44, 2.75, evaluations=2)
+  assert probe_chain.round_fits(2.20, 0.44, 2.87, evaluations=2)
+
+
+def test_tail_members_are_the_last_rounds():
+  dirs = {"start": 0, "round-01": 1, "round-02": 2, "round-03": 3}
+  assert probe_chain.tail_members(dirs, 2) == ["round-02", "round-03"]
+  assert probe_chain.tail_members(dirs, 6) == ["round-01", "round-02", "round-03"]
+  assert probe_chain.tail_members(dirs, 0) == []
+  assert probe_chain.tail_members({"start": 0, "round-01": 1}, 2) == []  # one round: none
+  for bad, msg in (({"tail_average": 1}, "tail_average: 0"),
+                   ({"weighting": "bytes"}, "weighting must be one of")):
+    with pytest.raises(ValueError, match=msg):
+      probe_chain.ChainConfig(corpus="c", output="o", **bad).check()
+
+
+def test_tail_average_is_made_measured_and_a_candidate(chain, tmp_path):
+  """A chain with --tail_average=2 and module_or_bytes weights: the average of its two
+  rounds is made, evaluated on the training split (its CPU-h in the ledger) and selected
+  like any round; the report finds its dir."""
+  corpus, root, _, _ = chain
+  out = tmp_path / "tail"
+  cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(out),
+                                start=str(root / "out" / "start"), rounds=2, max_probes=8,
+                                weighting="module_or_bytes", tail_average=2)
+  data = probe_chain.run(cfg)
+  assert {"make-tail-01-02", "evaluate-tail-01-02"} <= set(data["stages"])
+  assert set(data["policies"]) == {"start", "round-01", "round-02", "tail-01-02"}
+  w = {n: np.load(out / n / "weights.npz") for n in ("round-01/tuned", "round-02/tuned",
+                                                     "tail-01-02")}
+  for k in w["tail-01-02"].files:
+    np.testing.assert_allclose(w["tail-01-02"][k],
+                               (w["round-01/tuned"][k] + w["round-02/tuned"][k]) / 2,
+                               rtol=1e-5, atol=1e-6)
+  tuned = json.loads((out / "round-02" / "tuned" / "probe_metrics.json").read_text())
+  assert tuned["weighting"] == "module_or_bytes"
+  fig = data["policies"]["tail-01-02"]
+  assert fig["policy"] == sum(probe_chain.module_scores(
+      out / "evaluate-tail-01-02" / "per_key.csv", "policy").values())
+  assert data["made_at"]["round-02"] <= fig["cpu_hours"] <= data["cpu_hours"]
+  assert data["selected"] == probe_chain.select(data["policies"], cfg.max_regressed_pct)
+  assert probe_chain.policy_dirs(out, data)["tail-01-02"] == out / "tail-01-02"
+  assert probe_chain.chain_report(out)["policies"] == data["policies"]
+  # The weighting is part of a chain: another one is refused in the same dir.
+  with pytest.raises(ValueError, match="weighting='module_or_bytes' is here"):
+    probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "weighting": "module"}))
 
 
 def test_bad_start_names_the_dir(tmp_path):

@@ -57,3 +57,30 @@ def test_penalty_needs_defaults_and_module_weighting(store):
     _load(store, regression_penalty=1.0, default_sizes={}, weighting="key")
   with pytest.raises(ValueError, match=">= 0"):
     _load(store, regression_penalty=-1.0, default_sizes={})
+
+
+def test_module_or_bytes_takes_the_larger_weight(store):
+  plain = _load(store)
+  both = _load(store, weighting="module_or_bytes", byte_unit=0.5)
+  # |change| of the 4 probes: 2, 5, 5, 2 bytes; relative weights as in plain.
+  assert both["probe_y"].tolist() == plain["probe_y"].tolist()
+  want = [max(w, min(max(d / 0.5, 0.25), 100.0))
+          for w, d in zip(plain["probe_w"], [2, 5, 5, 2])]
+  np.testing.assert_allclose(both["probe_w"], want, rtol=1e-6)
+  assert (both["probe_w"] > plain["probe_w"]).any()
+  # Bytes that weigh less than the relative change leave the weight as it was.
+  np.testing.assert_allclose(_load(store, weighting="module_or_bytes",
+                                   byte_unit=1e6)["probe_w"], plain["probe_w"], rtol=1e-6)
+  # The regression penalty scales the larger weight as it scales the module's.
+  pen = _load(store, weighting="module_or_bytes", byte_unit=0.5, regression_penalty=1.0,
+              default_sizes={"regressed": 100.0, "fine": 100.0})
+  np.testing.assert_allclose(pen["probe_w"], [w * f for w, f in
+                                              zip(want, [2.0, 9 / 5, 1.0, 1.0])], rtol=1e-6)
+
+
+def test_an_unknown_weighting_or_byte_unit_is_refused(store):
+  with pytest.raises(ValueError, match="weighting must be one of module, key, "
+                     "module_or_bytes, not 'bytes'"):
+    _load(store, weighting="bytes")
+  with pytest.raises(ValueError, match="byte_unit must be > 0"):
+    _load(store, weighting="module_or_bytes", byte_unit=0.0)
