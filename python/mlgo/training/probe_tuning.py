@@ -109,10 +109,10 @@ def load_probe_data(probe_dirs, feature_names, weight_unit: float = 0.001,
   lifts the large modules' toward their share of the bytes, the figure being judged.
 
   regression_penalty (with `default_sizes`, module -> the default's score; weighting
-  "module" or "module_or_bytes"): a probe's weight is scaled by how much more its change costs under
-  `regression_cost` than in plain bytes (1 to 1 + penalty), so decisions of modules that
-  are, or would become, more than 1% bigger than the default weigh more. The cost rises
-  with the size, so no label changes."""
+  "module" or "module_or_bytes"): a probe's weight is scaled by how much more its change
+  costs under `regression_cost` than in plain bytes (1 to 1 + penalty), so decisions of
+  modules that are, or would become, more than 1% bigger than the default weigh more. The
+  cost rises with the size, so no label changes."""
   if weighting not in WEIGHTINGS:
     raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, not {weighting!r}")
   if byte_unit <= 0:
