@@ -553,12 +553,18 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     dirs[name] = policy
     led.data["made_at"].setdefault(name, led.cpu_hours())
 
-  if name not in led.data["policies"]:
-    led.run(f"evaluate-{name}", lambda p=policy: evaluate(
-        cfg.problem, cfg.corpus, p, out / f"evaluate-{name}", split="train", jobs=cfg.jobs,
-        timeout=cfg.timeout, stream=quiet), cfg.jobs, stream)
+  def evaluate_and_measure(name, policy_dir, round_no):
+    """A policy no probe round compiled greedily: its own training-split evaluation (a
+    counted stage) gives its figure."""
+    led.run(f"evaluate-{name}", lambda: evaluate(
+        cfg.problem, cfg.corpus, policy_dir, out / f"evaluate-{name}", split="train",
+        jobs=cfg.jobs, timeout=cfg.timeout, stream=quiet), cfg.jobs, stream)
     measure(name, module_scores(out / f"evaluate-{name}" / "per_key.csv", "policy"),
-            int(name.split("-")[1]) if name.startswith("round-") else 0)
+            round_no)
+
+  if name not in led.data["policies"]:
+    evaluate_and_measure(name, policy,
+                         int(name.split("-")[1]) if name.startswith("round-") else 0)
 
   members = tail_members(dirs, cfg.tail_average)
   if members:
@@ -572,11 +578,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     dirs[tail] = tail_dir
     led.data["made_at"].setdefault(tail, led.cpu_hours())
     if tail not in led.data["policies"]:
-      led.run(f"evaluate-{tail}", lambda: evaluate(
-          cfg.problem, cfg.corpus, tail_dir, out / f"evaluate-{tail}", split="train",
-          jobs=cfg.jobs, timeout=cfg.timeout, stream=quiet), cfg.jobs, stream)
-      measure(tail, module_scores(out / f"evaluate-{tail}" / "per_key.csv", "policy"),
-              int(members[-1][6:]))
+      evaluate_and_measure(tail, tail_dir, int(members[-1][6:]))
 
   # Chains measured before the held-out figure was recorded get it from the same sizes.
   fill_held(out, led.data, dirs, defaults, held)
