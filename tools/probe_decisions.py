@@ -10,7 +10,7 @@ the policy's own decisions (mlgo.training.rollouts). Inlining with
 --credit=function_size --flips_per_compile=K: up to K flips in different functions share
 a compile, each credited with its own caller's and callee's measured size change
 (mlgo.training.multi_flip; about a third less time a round for 1.8x the probes at
-K=4, --max_probes=16; README). Rerunning the same
+K=4, --max_probes=16; docs/ir2native.md). Rerunning the same
 command continues where it stopped. Train on the result with //tools:train_on_probes.
 """
 import argparse

@@ -25,7 +25,7 @@ EXTRA_PACKAGES = ("re2", "double-conversion", "woff2", "tinyxml", "taglib", "exp
 UNSEEN_PACKAGES = ("pugixml", "libebml", "libdeflate", "xxhash", "utf8proc", "cmark")
 # A second unseen set (2026-11-27), four of its six packages C++: nothing has trained,
 # probed or selected with it. So far it has judged two probe-tuned eviction policies
-# against the shipped one, once (README, "Rollout probes for eviction").
+# against the shipped one, once (docs/regalloc.md, "Rollout probes for eviction").
 FRESH_PACKAGES = ("lmdb", "opus", "simdjson", "graphite2", "soundtouch", "hunspell")
 # A third unseen set (2026-11-29): every package of a longer list of candidates whose
 # source the mirror had and of which the corpus builder compiled at least one unit. Five

@@ -32,7 +32,7 @@ wins that add no spill code anywhere are kept; "loops", the spill code inside lo
 every nesting depth (mlgo.profiles.loops, read from each allocation's object), so spill
 code may move out of loops or within the function's straight-line code, but a win that
 puts more spill code into some loop nest (betting on which of the loop's blocks run) is
-not kept. Neither made the static guard safe for run time (README; for "loops" the
+not kept. Neither made the static guard safe for run time (docs/regalloc.md; for "loops" the
 largest measured gains have more spill code in loops: SELECTION_RULES.md, stop 61).
 A third rule, "perf", asks a second judge instead of a count: a side may win a function
 only if the learned performance model (mlgo.problems.regalloc.perf_reward: estimated

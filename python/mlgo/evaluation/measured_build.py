@@ -1,6 +1,6 @@
 """A guard judged by measured run time on your own program, in one command.
 
-The steps of the recipe in README ("A guard judged by measured run time"), on any build
+The steps of the recipe in docs/regalloc.md ("A guard judged by measured run time"), on any build
 that takes its compiler from a command line (make CC=..., ./configure CC=..., a script):
 
   1. Sides: clang's own allocation, the policy's, each --candidates policy's and

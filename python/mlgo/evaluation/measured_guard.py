@@ -3,7 +3,7 @@ a profiled run of a second workload says it runs faster than the default's.
 
 The static guard (mlgo.env.guarded) keeps whichever allocation the allocator's remarks
 cost prefers. That cost weighs blocks by LLVM's estimated frequencies, and measured
-programs show it wrong both ways (README: zstd's ZDICT_tryMerge, giflib's
+programs show it wrong both ways (docs/regalloc.md: zstd's ZDICT_tryMerge, giflib's
 DGifDecompressLine). Here both builds of a program run under cachegrind on a workload
 that the final measurement does not use, and each function's estimated cycles (the sum
 over its instructions, runtime_check's formula) decide. A function the workload does

@@ -4,7 +4,7 @@ Each generator is seeded, so a document is byte-identical on every run and machi
 markdown for cmark, XML for xmlwf and pugixml, JSON for cJSON and jansson, a YAML
 stream for libyaml and a multi-script UTF-8 text for utf8proc. Sizes are chosen so each
 program runs a few seconds to tens of seconds under valgrind. make_ppm: a test image for
-image encoders (README's measured_build example on libwebp's cwebp).
+image encoders (docs/regalloc.md's measured_build example on libwebp's cwebp).
 """
 import json
 import math

@@ -124,7 +124,7 @@ better of the default and the policy; lines starting "guarded"). The last line i
 held-out summary:
   modules=N functions=F default_cost=C policy_cost=C change=+-X.XX% regressions=K
 regalloc_priority is EXPERIMENTAL: its trained policies have so far been worse than
-LLVM's default priority on the held-out split (see the README).
+LLVM's default priority on the held-out split (see docs/regalloc.md).
 """
 
 

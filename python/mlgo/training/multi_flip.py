@@ -6,7 +6,7 @@ module's size change is that decision's effect. With the measured per-function c
 touch different functions: each flip is credited with what happened to its own caller
 (and to its callee's survival) against the greedy compile, not with the module's total.
 K flips a compile make probing up to K times cheaper (measured: 1.8 times the probes in
-two thirds of the time at K=4; README); the credit's error is what it costs (the last
+two thirds of the time at K=4; docs/ir2native.md); the credit's error is what it costs (the last
 line of tools/probe_decisions compares the summed credits with the measured module
 change of every compile, so the trade is visible).
 

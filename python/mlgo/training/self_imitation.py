@@ -19,7 +19,7 @@ are independent under the greedy allocator (one function's decisions never chang
 another's cost), so a dataset of per-function winners from different compiles is the
 trajectory set of one allocation that exists: the guarded compile of all candidates.
 
-Measured for eviction (README, "Best-of-N self-imitation"): a clone of such choices loses
+Measured for eviction (docs/regalloc.md, "Best-of-N self-imitation"): a clone of such choices loses
 on new code. With the default as a candidate it mixes the default's strategy and the
 policy's inside functions (no input tells a decision which one its function got);
 without it (default_candidate=False) it gains only on the packages it trained on. A tool
