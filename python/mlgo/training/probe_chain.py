@@ -370,11 +370,17 @@ def round_fits(spent: float, per_round: float, budget: float, evaluations: int =
 
 # The name of a tail average: TAIL + first and last round averaged ("tail-09-14").
 TAIL = "tail-"
+ROUND = "round-"
+
+
+def round_number(name: str) -> int:
+  """The round a policy name stands for ("round-07" -> 7); 0 for any other policy."""
+  return int(name[len(ROUND):]) if name.startswith(ROUND) else 0
 
 
 def tail_members(dirs: dict, k: int) -> list:
   """The last k rounds' policy names among a chain's policies (`dirs`, in order made)."""
-  rounds = [n for n in dirs if n.startswith("round-")]
+  rounds = [n for n in dirs if n.startswith(ROUND)]
   return rounds[-k:] if k >= 2 and len(rounds) >= 2 else []
 
 
@@ -563,12 +569,11 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
             round_no)
 
   if name not in led.data["policies"]:
-    evaluate_and_measure(name, policy,
-                         int(name.split("-")[1]) if name.startswith("round-") else 0)
+    evaluate_and_measure(name, policy, round_number(name))
 
   members = tail_members(dirs, cfg.tail_average)
   if members:
-    tail = f"{TAIL}{members[0][6:]}-{members[-1][6:]}"
+    tail = f"{TAIL}{members[0][len(ROUND):]}-{members[-1][len(ROUND):]}"
     tail_dir = out / tail
 
     def merge():
@@ -578,7 +583,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     dirs[tail] = tail_dir
     led.data["made_at"].setdefault(tail, led.cpu_hours())
     if tail not in led.data["policies"]:
-      evaluate_and_measure(tail, tail_dir, int(members[-1][6:]))
+      evaluate_and_measure(tail, tail_dir, round_number(members[-1]))
 
   # Chains measured before the held-out figure was recorded get it from the same sizes.
   fill_held(out, led.data, dirs, defaults, held)
