@@ -4,7 +4,7 @@ policy), then rounds of rollout probes and fine-tuning, with a CPU-hour ledger.
   bazel run //tools:probe_chain -- --output=DIR [--corpus=DIR] [--start=POLICY]
       [--ppo_iterations=N] [--rounds=6] [--cpu_hours=H] [--max_probes=16]
       [--flips_per_compile=4] [--flip_compiles=C] [--anchors=current|best]
-      [--weighting=module|module_or_bytes] [--tail_average=K]
+      [--weighting=module|module_or_bytes|SCHEDULE] [--tail_average=K]
 A --start policy of a narrower problem (e.g. inlining_ir2vec for --problem=
 inlining_ir2vec_ctx) is widened first: zero weights on the new inputs, so it decides as
 before, with their normalization from a behavioral clone the chain makes.
@@ -66,10 +66,11 @@ def main(argv=None):
                   help="fine-tuning's anchor states: the probed policy's own decisions "
                   "(current), or each module's from the round whose policy compiled it "
                   "smallest, with that round's decisions (best)")
-  ap.add_argument("--weighting", default="module", choices=["module", "module_or_bytes"],
+  ap.add_argument("--weighting", default="module",
                   help="fine-tuning's probe weights: the change relative to the module "
-                  "(module), or the larger of that and the bytes changed (large modules "
-                  "are not left at the floor)")
+                  "(module), or the larger of that and the bytes changed (module_or_bytes: "
+                  "large modules are not left at the floor); a schedule such as "
+                  "module_or_bytes*6,module is one a round, the last repeating")
   ap.add_argument("--tail_average", type=int, default=0,
                   help="> 1: the weight average of the last this many rounds' policies is "
                   "a candidate too (evaluated on the training split, counted)")

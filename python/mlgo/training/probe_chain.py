@@ -63,7 +63,9 @@ class ChainConfig:
   # "best" (each module's best round so far, with that round's decisions: return there)
   anchors: str = "current"
   # probe_tuning's probe weights: "module" (relative to the module's size) or
-  # "module_or_bytes" (the larger of that and the bytes changed: big modules count too)
+  # "module_or_bytes" (the larger of that and the bytes changed: big modules count too);
+  # a schedule "module_or_bytes*6,module" is one a round, the last repeating (stop 84:
+  # byte weights reach the target sooner, then fit a few large modules)
   weighting: str = "module"
   # > 1: after the rounds, the weight average of the last this many rounds' policies is a
   # candidate too (evaluated, counted): one round carries its own probes' noise, the
@@ -79,6 +81,12 @@ class ChainConfig:
 
   def __post_init__(self):
     self.average_weight = weight_schedule(self.average_weight)
+    self.weighting = ",".join(weighting_schedule(self.weighting))
+
+  def weighting_for(self, round_no: int) -> str:
+    """Fine-tuning's probe weighting in round `round_no` (rounds count from 1)."""
+    w = weighting_schedule(self.weighting)
+    return w[min(round_no, len(w)) - 1]
 
   def weight_for(self, round_no: int) -> float:
     """The tuned policy's share of round `round_no`'s average (rounds count from 1)."""
@@ -86,9 +94,10 @@ class ChainConfig:
 
   def check(self):
     from mlgo.training.probe_tuning import WEIGHTINGS  # pylint: disable=import-outside-toplevel
-    if self.weighting not in WEIGHTINGS:
-      raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, not "
-                       f"{self.weighting!r}")
+    bad = [w for w in weighting_schedule(self.weighting) if w not in WEIGHTINGS]
+    if bad:
+      raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)} (or a schedule "
+                       f"of them, e.g. module_or_bytes*6,module), not {bad[0]!r}")
     if self.tail_average < 0 or self.tail_average == 1:
       raise ValueError(f"tail_average: 0 (none) or the number of rounds averaged (>= 2), "
                        f"not {self.tail_average}")
@@ -115,6 +124,21 @@ def weight_schedule(w) -> tuple[float, ...]:
     except ValueError:
       raise ValueError(f"average_weight: comma-separated numbers, not {w!r}") from None
   return tuple(float(x) for x in w) if isinstance(w, (list, tuple)) else (float(w),)
+
+
+def weighting_schedule(w: str) -> tuple[str, ...]:
+  """"module_or_bytes*2,module" -> ("module_or_bytes", "module_or_bytes", "module")."""
+  out = []
+  for item in str(w).split(","):
+    name, _, times = item.strip().partition("*")
+    try:
+      n = int(times) if times else 1
+    except ValueError:
+      n = 0
+    if n < 1:
+      raise ValueError(f"weighting: NAME or NAME*ROUNDS items, comma-separated, not {w!r}")
+    out += [name] * n
+  return tuple(out)
 
 
 def show_weights(w) -> str:
@@ -546,7 +570,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
       m = probe_tuning.train_on_probes(p, kept, d / "tuned", seed=cfg.seed,
                                        regression_penalty=cfg.regression_penalty,
                                        default_sizes=defaults, best_anchor_dirs=best,
-                                       weighting=cfg.weighting, stream=quiet)
+                                       weighting=cfg.weighting_for(r), stream=quiet)
       print(f"chain: fine-tuned on {len(kept)} round(s) of probes: held-out probe agreement "
             f"{m['before']['heldout_probe'][0]:.3f} -> {m['after']['heldout_probe'][0]:.3f}",
             file=stream, flush=True)

@@ -327,20 +327,35 @@ def test_tail_members_are_the_last_rounds():
   assert probe_chain.tail_members(dirs, 0) == []
   assert probe_chain.tail_members({"start": 0, "round-01": 1}, 2) == []  # one round: none
   for bad, msg in (({"tail_average": 1}, "tail_average: 0"),
-                   ({"weighting": "bytes"}, "weighting must be one of")):
+                   ({"weighting": "bytes"}, "weighting must be one of"),
+                   ({"weighting": "module*2,bytes"}, "not 'bytes'"),
+                   ({"weighting": "module*0"}, "NAME or NAME[*]ROUNDS"),
+                   ({"weighting": "module*x"}, "NAME or NAME[*]ROUNDS")):
     with pytest.raises(ValueError, match=msg):
       probe_chain.ChainConfig(corpus="c", output="o", **bad).check()
 
 
+def test_weighting_schedule_is_one_a_round_the_last_repeating():
+  cfg = probe_chain.ChainConfig(corpus="c", output="o", weighting="module_or_bytes*2,module")
+  cfg.check()
+  assert [cfg.weighting_for(r) for r in range(1, 5)] == [
+      "module_or_bytes", "module_or_bytes", "module", "module"]
+  # The ledger holds the spelled-out form: the two spellings are one chain.
+  assert cfg.weighting == "module_or_bytes,module_or_bytes,module"
+  assert probe_chain.ChainConfig(corpus="c", output="o", weighting="module").weighting_for(
+      7) == "module"
+
+
 def test_tail_average_is_made_measured_and_a_candidate(chain, tmp_path):
-  """A chain with --tail_average=2 and module_or_bytes weights: the average of its two
-  rounds is made, evaluated on the training split (its CPU-h in the ledger) and selected
-  like any round; the report finds its dir."""
+  """A chain with --tail_average=2 and a weighting schedule (module_or_bytes, then
+  module): the average of its two rounds is made, evaluated on the training split (its
+  CPU-h in the ledger) and selected like any round; each round tuned with its own
+  weighting; the report finds its dir."""
   corpus, root, _, _ = chain
   out = tmp_path / "tail"
   cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(out),
                                 start=str(root / "out" / "start"), rounds=2, max_probes=8,
-                                weighting="module_or_bytes", tail_average=2)
+                                weighting="module_or_bytes,module", tail_average=2)
   data = probe_chain.run(cfg)
   assert {"make-tail-01-02", "evaluate-tail-01-02"} <= set(data["stages"])
   assert set(data["policies"]) == {"start", "round-01", "round-02", "tail-01-02"}
@@ -350,8 +365,9 @@ def test_tail_average_is_made_measured_and_a_candidate(chain, tmp_path):
     np.testing.assert_allclose(w["tail-01-02"][k],
                                (w["round-01/tuned"][k] + w["round-02/tuned"][k]) / 2,
                                rtol=1e-5, atol=1e-6)
-  tuned = json.loads((out / "round-02" / "tuned" / "probe_metrics.json").read_text())
-  assert tuned["weighting"] == "module_or_bytes"
+  for r, want in (("round-01", "module_or_bytes"), ("round-02", "module")):
+    tuned = json.loads((out / r / "tuned" / "probe_metrics.json").read_text())
+    assert tuned["weighting"] == want
   fig = data["policies"]["tail-01-02"]
   assert fig["policy"] == sum(probe_chain.module_scores(
       out / "evaluate-tail-01-02" / "per_key.csv", "policy").values())
@@ -360,7 +376,7 @@ def test_tail_average_is_made_measured_and_a_candidate(chain, tmp_path):
   assert probe_chain.policy_dirs(out, data)["tail-01-02"] == out / "tail-01-02"
   assert probe_chain.chain_report(out)["policies"] == data["policies"]
   # The weighting is part of a chain: another one is refused in the same dir.
-  with pytest.raises(ValueError, match="weighting='module_or_bytes' is here"):
+  with pytest.raises(ValueError, match="weighting='module_or_bytes,module' is here"):
     probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "weighting": "module"}))
 
 
