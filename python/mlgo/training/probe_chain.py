@@ -85,12 +85,11 @@ class ChainConfig:
 
   def weighting_for(self, round_no: int) -> str:
     """Fine-tuning's probe weighting in round `round_no` (rounds count from 1)."""
-    w = weighting_schedule(self.weighting)
-    return w[min(round_no, len(w)) - 1]
+    return in_round(weighting_schedule(self.weighting), round_no)
 
   def weight_for(self, round_no: int) -> float:
     """The tuned policy's share of round `round_no`'s average (rounds count from 1)."""
-    return self.average_weight[min(round_no, len(self.average_weight)) - 1]
+    return in_round(self.average_weight, round_no)
 
   def check(self):
     from mlgo.training.probe_tuning import WEIGHTINGS  # pylint: disable=import-outside-toplevel
@@ -114,6 +113,11 @@ class ChainConfig:
       raise ValueError("flips_per_compile > 1 needs credit='function_size'")
     if self.flip_compiles and self.flips_per_compile < 2:
       raise ValueError("flip_compiles > 0 packs flips: it needs flips_per_compile > 1")
+
+
+def in_round(schedule: tuple, round_no: int):
+  """A schedule's entry for round `round_no` (from 1): one a round, the last repeating."""
+  return schedule[min(round_no, len(schedule)) - 1]
 
 
 def weight_schedule(w) -> tuple[float, ...]:
