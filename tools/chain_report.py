@@ -4,6 +4,10 @@ over the modules fine-tuning never trains on, the CPU-hours, the kept policy; wi
 --plot, all chains on one PNG.
 
   bazel run //tools:chain_report -- DIR [DIR ...] [--plot=PNG] [--target=-5.83] [--budget=9.75]
+      [--largest=N]
+--largest=N adds, per chain, its N largest training modules' change under each policy
+(a module held from fine-tuning is marked *): whether the few modules that carry the
+byte totals move steadily from round to round or swing.
 """
 import argparse
 import pathlib
@@ -19,6 +23,8 @@ def main(argv=None):
   ap.add_argument("--plot", help="write the comparison plot here (PNG)")
   ap.add_argument("--target", type=float, help="a training-split figure to draw (%%)")
   ap.add_argument("--budget", type=float, help="a CPU-hour budget to draw")
+  ap.add_argument("--largest", type=int, default=0,
+                  help="also each policy's change on the N largest training modules")
   a = ap.parse_args(argv)
   from mlgo.training import probe_chain  # pylint: disable=import-outside-toplevel
   chains = {}
@@ -38,10 +44,25 @@ def main(argv=None):
     print(f"== {label} ({d}): {state}")
     for line in probe_chain.policy_lines(data):
       print(f"  {line}")
+    if a.largest > 0:
+      print(largest_table(probe_chain.largest_modules(d, data, a.largest)))
   if a.plot:
     probe_chain.compare_plot(chains, user_path(a.plot), a.target, a.budget)
     print(f"wrote {a.plot}")
   return 0
+
+
+def largest_table(rows) -> str:
+  """The modules as rows, the policies as columns (change %, "-" where not measured)."""
+  names = list(dict.fromkeys(k for *_, changes in rows for k in changes))
+  head = f"  {'module (* held from fine-tuning)':44s} {'bytes':>9s} " + " ".join(
+      f"{n.replace('round-', 'r'):>7s}" for n in names)
+  lines = [head]
+  for m, dft, held, changes in rows:
+    cells = " ".join(f"{changes[n]:+7.1f}" if n in changes else f"{'-':>7s}" for n in names)
+    name = m if len(m) <= 43 else "..." + m[-40:]
+    lines.append(f"  {('*' if held else ' ') + name:44s} {dft:9.0f} {cells}")
+  return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -344,6 +344,29 @@ def chain_report(out) -> dict:
   return data
 
 
+def largest_modules(out, ledger_data: dict, n: int) -> list:
+  """The `n` largest training modules (by the default's size) and each measured policy's
+  change on them, in the order the policies were made: [(module, default size, held by
+  fine-tuning, {policy name: change %})]. A chain's byte totals ride on a few large
+  modules (C20's core-test.cc went from -13.2% to +18.2% between two rounds); this shows
+  whether they move steadily or swing. Sizes are those the figures came from."""
+  if n < 1:
+    raise ValueError(f"largest: the number of modules must be >= 1, not {n}")
+  out = pathlib.Path(out)
+  defaults = module_scores(out / "default-train" / "per_key.csv")
+  held = held_modules(defaults)
+  big = sorted(defaults, key=lambda m: (-defaults[m], m))[:n]
+  dirs, probed = policy_dirs(out, ledger_data), probed_policies(out)
+  rows = [(m, defaults[m], m in held, {}) for m in big]
+  for k, _ in sorted(ledger_data.get("policies", {}).items(),
+                     key=lambda kv: kv[1]["cpu_hours"]):
+    sizes = measured_sizes(out, k, dirs[k], probed) if k in dirs else None
+    for m, dft, _, changes in rows:
+      if sizes is not None and m in sizes and dft > 0:
+        changes[k] = 100.0 * (sizes[m] / dft - 1.0)
+  return rows
+
+
 def policy_lines(ledger_data: dict) -> list:
   """One line a measured policy, in the order made: training figure and the held one."""
   lines = []

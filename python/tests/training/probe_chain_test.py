@@ -231,14 +231,44 @@ def test_the_report_tool_prints_each_chain_and_refuses_a_dir_without_one(chain, 
   if built is None:
     pytest.skip("tools/chain_report is not built (run under bazel test)")
   p = subprocess.run([str(built), str(root / "out"), f"--plot={tmp_path / 'c.png'}",
-                      "--target=-5"], capture_output=True, text=True, timeout=300)
+                      "--target=-5", "--largest=2"], capture_output=True, text=True,
+                     timeout=300)
   assert p.returncode == 0, p.stderr
   assert f"ended at {data['cpu_hours']:.2f} CPU-h, kept {data['selected']}" in p.stdout
   assert p.stdout.count("training split") == 3
+  # --largest: a header naming every measured policy, then one row a module.
+  rows = probe_chain.largest_modules(root / "out", data, 2)
+  head = next(ln for ln in p.stdout.splitlines() if "held from fine-tuning" in ln)
+  assert head.split()[-3:] == ["start", "r01", "r02"]
+  for m, dft, _, changes in rows:
+    row = next(ln for ln in p.stdout.splitlines() if ln.rstrip().endswith(
+        " ".join(f"{changes[k]:+7.1f}" for k in ("start", "round-01", "round-02")).strip()))
+    assert m[-20:] in row and f"{dft:.0f}" in row
   assert (tmp_path / "c.png").stat().st_size > 1000
   bad = subprocess.run([str(built), str(tmp_path)], capture_output=True, text=True,
                        timeout=300)
   assert bad.returncode == 2 and "no chain.json" in bad.stderr
+
+
+def test_largest_modules_follow_each_policy_on_the_biggest_modules(chain):
+  corpus, root, cfg, data = chain
+  out = root / "out"
+  defaults = probe_chain.module_scores(out / "default-train" / "per_key.csv")
+  rows = probe_chain.largest_modules(out, data, 2)
+  # The two largest by the default's size, largest first, each with every policy's change
+  # computed from the sizes that policy's figure came from.
+  assert [r[0] for r in rows] == sorted(defaults, key=lambda m: -defaults[m])[:2]
+  assert rows[0][1] >= rows[1][1] > 0
+  dirs = probe_chain.policy_dirs(out, data)
+  for m, dft, held, changes in rows:
+    assert dft == defaults[m] and held == probe_tuning.heldout_module(m)
+    assert list(changes) == ["start", "round-01", "round-02"]
+    for k, pct in changes.items():
+      size = probe_chain.measured_sizes(out, k, dirs[k])[m]
+      assert pct == pytest.approx(100.0 * (size / dft - 1.0))
+  assert len(probe_chain.largest_modules(out, data, 99)) == len(defaults)
+  with pytest.raises(ValueError, match="must be >= 1"):
+    probe_chain.largest_modules(out, data, 0)
 
 
 def test_free_figure_is_what_evaluate_gives(chain, tmp_path):
