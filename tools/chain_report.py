@@ -55,11 +55,14 @@ def main(argv=None):
 def largest_table(rows) -> str:
   """The modules as rows, the policies as columns (change %, "-" where not measured)."""
   names = list(dict.fromkeys(k for *_, changes in rows for k in changes))
+  short = [n.replace("round-", "r") for n in names]
+  width = [max(7, len(n)) for n in short]
   head = f"  {'module (* held from fine-tuning)':44s} {'bytes':>9s} " + " ".join(
-      f"{n.replace('round-', 'r'):>7s}" for n in names)
+      f"{n:>{w}s}" for n, w in zip(short, width))
   lines = [head]
   for m, dft, held, changes in rows:
-    cells = " ".join(f"{changes[n]:+7.1f}" if n in changes else f"{'-':>7s}" for n in names)
+    cells = " ".join(f"{changes[n]:+{w}.1f}" if n in changes else f"{'-':>{w}s}"
+                     for n, w in zip(names, width))
     name = m if len(m) <= 43 else "..." + m[-40:]
     lines.append(f"  {('*' if held else ' ') + name:44s} {dft:9.0f} {cells}")
   return "\n".join(lines)
