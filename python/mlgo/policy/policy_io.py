@@ -158,7 +158,14 @@ class Policy:
     if not self.defers:
       return np.zeros(len(raw), bool)
     logits = self.arch.dist_params(self.normalizer.encode_scalar_rows(raw))["logits"]
-    return self._deferral_rules(raw, logits) != ""
+    return self.deferred_rows(raw, logits)
+
+  def deferred_rows(self, raw: np.ndarray, logits: np.ndarray) -> np.ndarray:
+    """Raw input rows [N, D] and the network's logits for them -> bool [N]: the rows this
+    (greedy) policy hands to the compiler."""
+    if not self.defers:
+      return np.zeros(len(raw), bool)
+    return self._deferral_rules(np.asarray(raw, np.float64), logits) != ""
 
   def raw_batch(self, features: dict) -> np.ndarray:
     """features: name -> [N, *shape] -> the raw input rows, float64 [N, D] (raw_vector's

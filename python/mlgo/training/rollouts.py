@@ -152,6 +152,9 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   margins = np.zeros(n)
   if n:
     lg = policy.arch.dist_params(policy.normalizer.encode_scalar_rows(feats))["logits"]
+    # A policy that defers takes clang's decision there whatever its network says: a flip
+    # there would teach the network where it is not asked. Probe only its own decisions.
+    eligible &= ~policy.deferred_rows(feats, lg)
     if lg.shape[1] == 2:
       margins = lg[:, 1] - lg[:, 0]   # inlining: signed, > 0 leans to inline
     else:                            # how far the policy's choice leads the alternative

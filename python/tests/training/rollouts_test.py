@@ -99,6 +99,35 @@ def test_probe_and_train(tiny_corpus, tmp_path):
   assert json.loads((tmp_path / "tuned" / "policy.json").read_text())["fine_tuned_from"]
 
 
+def test_a_deferring_policy_is_probed_only_where_it_decides(tiny_corpus, tmp_path):
+  # Leaving every call of a static function's last use to clang: no probe flips one.
+  part = derived.with_deferral(_oz(), tmp_path / "part", 0.0,
+                               nonzero=["last_call_to_static_bonus"])
+  s = rollouts.probe_corpus(tiny_corpus, tmp_path / "part", tmp_path / "p1", split="all",
+                            max_probes=64, anchors=200, jobs=2)
+  assert s["modules"] == 4 and s["failed"] == 0 and s["probes"] > 0
+  at = part.input_names.index("last_call_to_static_bonus")
+  col = int(np.cumsum([0] + part.sizes)[at])
+  probed = np.concatenate([sh["probe_features"] for sh in rollouts.ProbeStore(
+      tmp_path / "p1").shards()])
+  anchors = np.concatenate([sh["anchor_features"] for sh in rollouts.ProbeStore(
+      tmp_path / "p1").shards()])
+  assert (probed[:, col] == 0).all()
+  assert (anchors[:, col] != 0).any()      # such decisions were there to be probed
+  # The same without the deferral does probe some of them.
+  rollouts.probe_corpus(tiny_corpus, _oz(), tmp_path / "p0", split="all", max_probes=64,
+                        anchors=200, jobs=2)
+  plain = np.concatenate([sh["probe_features"] for sh in rollouts.ProbeStore(
+      tmp_path / "p0").shards()])
+  assert (plain[:, col] != 0).any()
+  # Everything deferred (no module has 1e9 calls): the greedy compiles, no probe.
+  derived.with_deferral(_oz(), tmp_path / "all", 0.0, below={"edge_count": 1e9})
+  s = rollouts.probe_corpus(tiny_corpus, tmp_path / "all", tmp_path / "p2", split="all",
+                            max_probes=64, jobs=2)
+  assert s["modules"] == 4 and s["failed"] == 0 and s["probes"] == 0
+  assert len(rollouts.ProbeStore(tmp_path / "p2").index["done"]) == 4
+
+
 def test_eviction_probes_try_the_default_rule(tmp_path):
   """An eviction probe answers one decision where the policy left the default-equivalent
   column with that column, and measures the module's weighted spill cost."""
