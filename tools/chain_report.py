@@ -26,6 +26,8 @@ def main(argv=None):
   ap.add_argument("--largest", type=int, default=0,
                   help="also each policy's change on the N largest training modules")
   a = ap.parse_args(argv)
+  if a.largest < 0:
+    ap.error(f"--largest={a.largest}: the number of modules must be >= 0")
   from mlgo.training import probe_chain  # pylint: disable=import-outside-toplevel
   chains = {}
   for c in a.chains:
@@ -45,7 +47,11 @@ def main(argv=None):
     for line in probe_chain.policy_lines(data):
       print(f"  {line}")
     if a.largest > 0:
-      print(largest_table(probe_chain.largest_modules(d, data, a.largest)))
+      try:
+        print(largest_table(probe_chain.largest_modules(d, data, a.largest)))
+      except FileNotFoundError as e:   # a chain cut before its default stage ended
+        print(f"chain_report: {d}: no module sizes yet ({e})", file=sys.stderr)
+        return 2
   if a.plot:
     probe_chain.compare_plot(chains, user_path(a.plot), a.target, a.budget)
     print(f"wrote {a.plot}")
