@@ -47,8 +47,11 @@ def average_policies(policy_dirs, output, saved_model: bool = True,
   share = share / share.sum()
   pols = [load_policy(d) for d in dirs]
   ref = pols[0]
+  # The same deferral too: the average takes the first member's, which would silently
+  # stand for members that defer otherwise (or not at all).
   _check_same_inputs(dirs, pols, ("problem", "features", "normalization",
-                                  "ensemble_normalization", "encoding", "architecture"),
+                                  "ensemble_normalization", "encoding", "architecture",
+                                  "defer"),
                      "; only policies of one run (same spec) can be averaged")
   averaged = {k: np.tensordot(share, np.stack([p.arch.w[k] for p in pols]), axes=1
                              ).astype(ref.arch.w[k].dtype)

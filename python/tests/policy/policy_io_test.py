@@ -147,6 +147,16 @@ def test_average_policies(tmp_path):
   c = policy_io.write_policy_dir(tmp_path / "c", other, w2, saved_model=False)
   with pytest.raises(ValueError, match="c: its normalization differs"):
     derived.average_policies([a, c], tmp_path / "bad", saved_model=False)
+  # So are members that defer to the compiler otherwise; members that defer alike keep it.
+  defer = {"margin": 0.4, "feature": "inlining_default"}
+  e = policy_io.write_policy_dir(tmp_path / "e", dict(spec, defer=defer), w2,
+                                 saved_model=False)
+  with pytest.raises(ValueError, match="e: its defer differs"):
+    derived.average_policies([a, e], tmp_path / "bad", saved_model=False)
+  f = policy_io.write_policy_dir(tmp_path / "f", dict(spec, defer=defer), w1,
+                                 saved_model=False)
+  assert derived.average_policies([f, e], tmp_path / "fe", saved_model=False
+                                  ).spec["defer"] == defer
 
 
 def test_weighted_average_steps_part_of_the_way(tmp_path):
