@@ -358,19 +358,23 @@ def largest_modules(out, ledger_data: dict, n: int) -> list:
   big = sorted(defaults, key=lambda m: (-defaults[m], m))[:n]
   dirs, probed = policy_dirs(out, ledger_data), probed_policies(out)
   rows = [(m, defaults[m], m in held, {}) for m in big]
-  for k, _ in sorted(ledger_data.get("policies", {}).items(),
-                     key=lambda kv: kv[1]["cpu_hours"]):
-    sizes = measured_sizes(out, k, dirs[k], probed) if k in dirs else None
+  for k, _ in made_order(ledger_data):
+    sizes = measured_sizes(out, k, dirs[k], probed)
     for m, dft, _, changes in rows:
       if sizes is not None and m in sizes and dft > 0:
         changes[k] = 100.0 * (sizes[m] / dft - 1.0)
   return rows
 
 
+def made_order(ledger_data: dict) -> list:
+  """A ledger's measured policies as (name, figure), in the order made."""
+  return sorted(ledger_data.get("policies", {}).items(), key=lambda kv: kv[1]["cpu_hours"])
+
+
 def policy_lines(ledger_data: dict) -> list:
   """One line a measured policy, in the order made: training figure and the held one."""
   lines = []
-  for k, fig in sorted(ledger_data["policies"].items(), key=lambda kv: kv[1]["cpu_hours"]):
+  for k, fig in made_order(ledger_data):
     lines.append(f"{k}: training split {fig['change_pct']:+.2f}% ({fig['regressed']} >1% "
                  f"bigger) at {fig['cpu_hours']:.2f} CPU-h{_held_text(fig)}")
   return lines
@@ -452,7 +456,7 @@ def compare_plot(chains: dict, path, target: float | None = None,
   fig, ax = plt.subplots(figsize=(7, 4.5))
   for i, (label, data) in enumerate(chains.items()):
     colour = f"C{i % 10}"
-    pol = sorted(data["policies"].values(), key=lambda p: p["cpu_hours"])
+    pol = [p for _, p in made_order(data)]
     ax.plot([p["cpu_hours"] for p in pol], [p["change_pct"] for p in pol], "o-",
             color=colour, label=f"{label}: training split")
     if annotate:
