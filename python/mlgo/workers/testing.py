@@ -1,6 +1,7 @@
 """Tiny picklable work functions for testing pools (sleep, fail, crash, subprocess)."""
 import dataclasses
 import os
+import pathlib
 import subprocess
 import time
 
@@ -12,6 +13,13 @@ def square(x):
 def sleep_then(seconds, value):
   time.sleep(seconds)
   return value
+
+
+def mark_then_sleep(marker, seconds):
+  """Writes `marker`, then sleeps: a test knows the task holds its CPU once the file
+  exists (the cluster's resource view can lag behind by a report)."""
+  pathlib.Path(marker).write_text(str(os.getpid()))
+  time.sleep(seconds)
 
 
 def fail(msg):

@@ -110,12 +110,18 @@ def test_evaluate_survives_a_node_dying_mid_run(corpus, tmp_path, monkeypatch):
     dead = by_port[c.node_ports[0]][:8]
     (head,) = [i for p, i in by_port.items() if p not in c.node_ports]
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # pylint: disable=import-outside-toplevel
+    # Wait for the hold itself to run, not for the resource view to show it: right after
+    # the warm run that view can still count the warm run's leases (last CI's failure).
+    marker = tmp_path / "held"
     hold = ray.remote(num_cpus=1, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
-        head, soft=False))(worker_testing.sleep_then).remote(300, None)
-    end = time.monotonic() + 60
-    while ray.available_resources().get("CPU", 0) > 1 and time.monotonic() < end:
-      time.sleep(0.2)   # until the hold runs: one free CPU left, the second node's
-    assert ray.available_resources().get("CPU", 0) <= 1, "the head was never held"
+        head, soft=False))(worker_testing.mark_then_sleep).remote(str(marker), 300)
+    end = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < end:
+      done, _ = ray.wait([hold], timeout=0.2)
+      if done:
+        ray.get(hold)   # it ended early: raises its error
+        pytest.fail("the hold returned before the run")
+    assert marker.exists(), "the hold never started on the head"
     orig = ray_pool.RayPool.results
 
     def results_then_kill(self, deadline=None):
