@@ -58,12 +58,48 @@ def test_single_equals_batch_for_expanded_column_features():
   for i in range(len(x)):
     assert np.array_equal(n.encode_one(x[i]), batch[i])
   assert not normalization.Normalizer([a, b, c])._per_run
-  # The padded all-boundaries compare (built per run, on first use) agrees too.
+  # The flat one-compare path, and the padded all-boundaries compare (built per run, on
+  # first use; what is left when an element has no boundary), agree too.
   n._per_run = False
+  assert n._flat is not None
+  for i in range(len(x)):
+    assert np.array_equal(n.encode_one(x[i]), batch[i])
+  n._flat = None
   assert n.bmat.shape[0] == 67 and np.array_equal(n.bmat[40], np.pad(
       b.boundaries, (0, n.bmat.shape[1] - len(b.boundaries)), constant_values=np.inf))
   for i in range(len(x)):
     assert np.array_equal(n.encode_one(x[i]), batch[i])
+
+
+def test_flat_path_on_boundaries_edges_and_nan():
+  """The one-compare path (elements with their own norms) gives the batch encoding bit for
+  bit on boundary values, just below them, beyond both ends, at +-inf and NaN; an element
+  without boundaries sends it to the padded compare, which agrees as well."""
+  rng = np.random.default_rng(11)
+  norms = [normalization.fit_feature(f"f{i}", rng.integers(0, 10 ** (i % 5) + 2, 3000))
+           for i in range(12)]
+  n = normalization.Normalizer(norms)
+  assert not n._per_run and n._flat is not None
+  rows = []
+  for _ in range(300):
+    row = np.empty(len(norms))
+    for i, fn in enumerate(norms):
+      b = fn.boundaries
+      row[i] = rng.choice([b[rng.integers(len(b))], np.nextafter(b[0], -np.inf), b[-1] + 1,
+                           -1e30, np.inf, -np.inf, np.nan, rng.normal(0, 1e4)])
+    rows.append(row)
+  x = np.array(rows)
+  batch = n.encode_scalar_rows(x)
+  for i in range(len(x)):
+    assert np.array_equal(n.encode_one(x[i]), batch[i], equal_nan=True)
+  empty = normalization.FeatureNorm.from_json(dict(norms[0].to_json(), boundaries=[],
+                                                    levels=[]))
+  n2 = normalization.Normalizer(norms + [empty])
+  assert n2._flat is None
+  y = np.concatenate([x, np.zeros((len(x), 1))], axis=1)
+  b2 = n2.encode_scalar_rows(y)
+  for i in range(len(y)):
+    assert np.array_equal(n2.encode_one(y[i]), b2[i], equal_nan=True)
 
 
 def test_collector_bounded_sample():

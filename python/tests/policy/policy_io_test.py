@@ -218,3 +218,32 @@ def test_widen_policy_decides_as_before_and_then_sees_more(tmp_path):
   with pytest.raises(ValueError, match="do not start with"):
     derived.widen_policy(other, like, tmp_path / "bad", saved_model=False)
 
+
+
+def test_raw_vector_of_vector_inputs_in_any_form():
+  """A policy with a vector input (an embedding beside counts) reads the reader's 1-D
+  arrays in one concatenate; scalars, nested lists and [1, k] arrays take the general
+  path; every form gives the same float64 row, in input order."""
+  rng = np.random.default_rng(3)
+  feats = [{"name": "a", "dtype": "int64", "shape": [1]},
+           {"name": "emb", "dtype": "float32", "shape": [4]},
+           {"name": "b", "dtype": "int64", "shape": [1]}]
+  norms = [normalization.fit_feature(n, rng.normal(0, 50, 500)) for n in ["a", "emb", "b"]]
+  arch = {"type": "mlp_categorical", "hidden": [8], "num_actions": 2,
+          "output_name": "inlining_decision", "output_dtype": "int64"}
+  spec = bc.make_spec("inlining", feats, norms, arch, "quantile")
+  pol = policy_io.Policy(spec, bc.init_weights(arch, 6 * 3, 0), greedy=True)
+  assert not pol._scalar_inputs
+  emb = np.array([0.5, -1.25, 3e38, 7.0], np.float32)
+  want = np.array([2 ** 53 + 2, 0.5, -1.25, float(np.float32(3e38)), 7.0, -9], np.float64)
+  forms = [
+      {"a": np.array([2 ** 53 + 2]), "emb": emb, "b": np.array([-9])},          # the reader's
+      {"a": 2 ** 53 + 2, "emb": emb, "b": np.int64(-9)},                         # scalars
+      {"a": np.array([[2 ** 53 + 2]]), "emb": emb[None, :], "b": np.array([[-9]])},  # [1, k]
+      {"a": [2 ** 53 + 2], "emb": emb.tolist(), "b": [-9]},                      # lists
+  ]
+  rows = [pol.raw_vector(o) for o in forms]
+  for r in rows:
+    assert r.dtype == np.float64 and np.array_equal(r, want)
+  # The decision follows the row, whatever form the observation came in.
+  assert len({int(pol.act(o)) for o in forms}) == 1
