@@ -110,11 +110,13 @@ def test_default_replay_on_corpus_sample(tmp_path, version):
     from mlgo.corpus import load_corpus  # pylint: disable=import-outside-toplevel
     sample = load_corpus(path).modules
     assert {m.language for m in sample} == {"c", "c++"}
+  decisions = 0
   for m in sample:
     out, ref = tmp_path / "r.o", tmp_path / "p.o"
     res = env.compile_module(m, "inlining", env.DefaultPolicy(), llvm_version=version,
                              output_path=str(out))
     assert res.ok, f"{m.name}: {res.reason}"
-    assert res.trajectories[0].actions.size, f"{m.name}: no inlining decision replayed"
+    decisions += sum(len(t.actions) for t in res.trajectories)  # a module may have none
     env.plain_compile(m, "inlining", llvm_version=version, output_path=str(ref))
     assert filecmp.cmp(out, ref, shallow=False), m.name
+  assert decisions > 0, "the sample replayed no inlining decision"
