@@ -219,7 +219,6 @@ def test_widen_policy_decides_as_before_and_then_sees_more(tmp_path):
     derived.widen_policy(other, like, tmp_path / "bad", saved_model=False)
 
 
-
 def test_raw_vector_of_vector_inputs_in_any_form():
   """A policy with a vector input (an embedding beside counts) reads the reader's 1-D
   arrays in one concatenate; scalars, nested lists and [1, k] arrays take the general
