@@ -174,10 +174,11 @@ class Normalizer:
     # The other per-decision path: every element's boundaries in one flat array, so one
     # compare finds how many each value passes (3,700 compares for inlining with IR2Vec,
     # where the padded matrix needs 20,000: ~15 us a decision instead of ~60). Needs every
-    # element to have a boundary (reduceat takes no empty segment).
+    # element to have a boundary (reduceat takes no empty segment). Not built where runs
+    # decide (eviction's 661 elements: ~170,000 boundaries copied for nothing).
     lens = np.array([len(n.boundaries) for n in self.norms], np.intp)
     self._flat = None
-    if len(lens) and lens.min() > 0:
+    if not self._per_run and len(lens) and lens.min() > 0:
       self._flat = (np.repeat(np.arange(len(lens)), lens),
                     np.concatenate([n.boundaries for n in self.norms]),
                     np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.intp),
