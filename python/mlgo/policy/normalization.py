@@ -206,8 +206,9 @@ class Normalizer:
     return self._dmat
 
   def _padded_matrices(self):
-    # One padded boundary matrix so a single decision needs one vectorized compare
-    # (the path of normalizations with few repeated elements).
+    # One padded boundary matrix so a single decision needs one vectorized compare: the
+    # per-decision path only where an element has no boundary (else the flat tables or
+    # the runs decide); tests read it to check the other paths.
     kmax = max([len(n.boundaries) for n in self.norms] + [1])
     bmat = np.full((len(self.norms), kmax), np.inf)
     dmat = np.zeros((len(self.norms), kmax))
