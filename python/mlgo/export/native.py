@@ -11,11 +11,11 @@ import concurrent.futures
 import hashlib
 import os
 import pathlib
-import shutil
 import subprocess
 
 from mlgo.export.aot import ExportError
 from mlgo.util import cli
+from mlgo.util import cxx as cxx_util
 
 RUNTIME_SOURCES = (
     "tensorflow/compiler/tf2xla/xla_compiled_cpu_function.cc",
@@ -58,27 +58,20 @@ def _tf_dirs() -> tuple[pathlib.Path, pathlib.Path]:
 
 def cxx_compiler() -> str:
   """$CXX, else g++, else clang++-22."""
-  for c in (os.environ.get("CXX"), "g++", "clang++-22", "clang++"):
-    if c and shutil.which(c):
-      return shutil.which(c)
-  raise ExportError("no C++ compiler found (set CXX, or install g++ or clang-22)")
+  found = cxx_util.compiler()
+  if found is None:
+    raise ExportError("no C++ compiler found (set CXX, or install g++ or clang-22)")
+  return found
 
 
 def source_root(*rels: str) -> pathlib.Path:
   """The directory holding this repository's files `rels` (all of them, so one -I at it
   resolves their includes): the checkout, or the runfiles tree under Bazel."""
-  here = pathlib.Path(__file__).resolve()
-  roots = []
-  if os.environ.get("BUILD_WORKSPACE_DIRECTORY"):
-    roots.append(pathlib.Path(os.environ["BUILD_WORKSPACE_DIRECTORY"]))
-  roots += list(pathlib.Path(__file__).absolute().parents) + list(here.parents)
-  roots += cli.runfile_candidates("")
-  for r in roots:
-    for cand in (r, r / "mlgo"):
-      if all((cand / rel).exists() for rel in rels):
-        return cand
-  raise ExportError(f"source files {', '.join(rels)} not found together "
-                    "(run from the mlgo checkout or via bazel)")
+  root = cxx_util.source_root(*rels)
+  if root is None:
+    raise ExportError(f"source files {', '.join(rels)} not found together "
+                      "(run from the mlgo checkout or via bazel)")
+  return root
 
 
 def source_file(rel: str) -> pathlib.Path:
