@@ -5,7 +5,6 @@
 mlgo.log.build_native compiles it on first use), else the pure-Python reference in
 `mlgo.log.pyreader`; both follow the rules in spec.py.
 """
-import subprocess
 import warnings
 
 from mlgo.log.spec import (DTYPES, Context, ContextLog, FeatureSpec, LogFormatError,
@@ -26,7 +25,7 @@ def _import_native():
     build_native.load()
     from mlgo.log import native as mod  # pylint: disable=import-outside-toplevel
     return mod
-  except (build_native.BuildError, ImportError, OSError, subprocess.SubprocessError) as e:
+  except (build_native.BuildError, ImportError, OSError) as e:
     warnings.warn(f"the native log reader is unavailable, using the pure-Python one: {e}",
                   stacklevel=2)
     return None

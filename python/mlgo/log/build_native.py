@@ -40,9 +40,12 @@ def _key(root: pathlib.Path, cxx: str, includes: list[str]) -> str:
   h = hashlib.sha256()
   for rel in SOURCES + HEADERS:
     h.update(rel.encode() + b"\0" + (root / rel).read_bytes())
-  version = subprocess.run([cxx, "--version"], capture_output=True, text=True,
-                           timeout=60).stdout
-  for part in (cxx, version, sys.version, sysconfig.get_config_var("EXT_SUFFIX"), *includes):
+  # The compiler's real file, its size and time stand for its version: every import
+  # outside Bazel computes this key, so it must not start a process.
+  real = os.path.realpath(cxx)
+  st = os.stat(real)
+  for part in (real, st.st_size, st.st_mtime_ns, sys.version,
+               sysconfig.get_config_var("EXT_SUFFIX"), *includes):
     h.update(str(part).encode() + b"\0")
   return h.hexdigest()[:16]
 
