@@ -71,6 +71,13 @@ class ChainConfig:
   # candidate too (evaluated, counted): one round carries its own probes' noise, the
   # average less of it (stop 82: C18's rounds 9-14 averaged carried over better)
   tail_average: int = 0
+  # > 1: each round fine-tunes this many times (seeds seed, seed + 1, ...) and goes on with
+  # the tuning that agrees best with the probe labels of the modules fine-tuning holds out
+  # (stop 88: C21's tunings differ by seed, and the round whose agreement fell was worse)
+  tune_seeds: int = 1
+  # True: when no tuning raises that agreement above the probed policy's, the round's
+  # policy is the probed one (the next round probes it again, with new probe seeds)
+  tune_guard: bool = False
   max_regressed_pct: float = 3.0
   ppo_iterations: int = 0           # > 0: a PPO stage between the start and the rounds
   ppo_gin: str = "configs/inlining.gin"
@@ -107,6 +114,8 @@ class ChainConfig:
     if not self.average_weight or not all(0.0 < w <= 1.0 for w in self.average_weight):
       raise ValueError(f"average_weight is the tuned policy's share, each in (0, 1], not "
                        f"{show_weights(self.average_weight)}")
+    if self.tune_seeds < 1:
+      raise ValueError(f"tune_seeds: the fine-tunings a round (>= 1), not {self.tune_seeds}")
     if self.rounds < 0 or self.probe_rounds_kept < 1 or self.jobs < 1:
       raise ValueError("rounds >= 0, probe_rounds_kept >= 1 and jobs >= 1 are needed")
     if self.flips_per_compile > 1 and self.credit != "function_size":
@@ -162,7 +171,8 @@ class Ledger:
       fields = {f.name: f.default for f in dataclasses.fields(ChainConfig)}
       for k in ("corpus", "problem", "start", "jobs", "max_probes", "flips_per_compile",
                 "flip_compiles", "credit", "next_policy", "average_weight", "seed",
-                "regression_penalty", "anchors", "weighting", "ppo_iterations", "ppo_gin"):
+                "regression_penalty", "anchors", "weighting", "ppo_iterations", "ppo_gin",
+                "tune_seeds", "tune_guard"):
         was, now = old.get(k, fields[k]), getattr(config, k)  # older ledger: the default
         show = repr
         if k == "average_weight":  # a float in ledgers before schedules, a list in JSON
@@ -416,6 +426,17 @@ def select(policies: dict, max_regressed_pct: float) -> str:
 EVAL_SHARE = 0.25
 
 
+def choose_tuning(tries: dict, guard: bool) -> dict:
+  """Of a round's fine-tunings ({seed: (held-out probe agreement before, after)}), the one
+  whose agreement after is highest (the lowest seed on a tie); with `guard`, "probed" (the
+  probed policy goes on untuned) unless that agreement is above the one before."""
+  seed = min(tries, key=lambda s: (-tries[s][1], s))
+  before, after = tries[seed]
+  chosen = "probed" if guard and not after > before else seed
+  return {"chosen": chosen, "before": before,
+          "after": {str(s): a for s, (_, a) in sorted(tries.items())}}
+
+
 def round_fits(spent: float, per_round: float, budget: float, evaluations: int = 1) -> bool:
   """Whether one more round and the evaluations after it (the policy it makes; with a
   tail average, that average's too) end within the budget (CPU-h), so the chain's total,
@@ -594,18 +615,39 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     kept = [out / f"round-{k:02d}" / "probes"
             for k in range(max(1, r - cfg.probe_rounds_kept + 1), r + 1)]
 
-    def tune(p=policy, d=rdir, kept=kept):
-      shutil.rmtree(d / "tuned", ignore_errors=True)
+    def tune(p=policy, d=rdir, kept=kept, r=r):
       best = ([out / f"round-{k:02d}" / "probes" for k in range(1, r + 1)]
               if cfg.anchors == "best" else None)
-      m = probe_tuning.train_on_probes(p, kept, d / "tuned", seed=cfg.seed,
-                                       regression_penalty=cfg.regression_penalty,
-                                       default_sizes=defaults, best_anchor_dirs=best,
-                                       weighting=cfg.weighting_for(r), stream=quiet)
-      print(f"chain: fine-tuned on {len(kept)} round(s) of probes: held-out probe agreement "
-            f"{m['before']['heldout_probe'][0]:.3f} -> {m['after']['heldout_probe'][0]:.3f}",
-            file=stream, flush=True)
+      tries = {}
+      for seed in range(cfg.seed, cfg.seed + cfg.tune_seeds):
+        td = d / ("tuned" if cfg.tune_seeds == 1 else f"tuned-seed{seed}")
+        shutil.rmtree(td, ignore_errors=True)
+        m = probe_tuning.train_on_probes(p, kept, td, seed=seed,
+                                         regression_penalty=cfg.regression_penalty,
+                                         default_sizes=defaults, best_anchor_dirs=best,
+                                         weighting=cfg.weighting_for(r), stream=quiet)
+        tries[seed] = (m["before"]["heldout_probe"][0], m["after"]["heldout_probe"][0])
+        print(f"chain: fine-tuned on {len(kept)} round(s) of probes (seed {seed}): held-out "
+              f"probe agreement {tries[seed][0]:.3f} -> {tries[seed][1]:.3f}",
+              file=stream, flush=True)
+      if cfg.tune_seeds > 1 or cfg.tune_guard:
+        choice = choose_tuning(tries, cfg.tune_guard)
+        src = p if choice["chosen"] == "probed" else d / f"tuned-seed{choice['chosen']}"
+        if src != d / "tuned":
+          shutil.rmtree(d / "tuned", ignore_errors=True)
+          shutil.rmtree(d / "tuned.tmp", ignore_errors=True)
+          shutil.copytree(src, d / "tuned.tmp")
+          (d / "tuned.tmp").rename(d / "tuned")
+        (d / "tune_choice.json").write_text(json.dumps(choice, indent=1))
+        print(f"chain: round {r} goes on with "
+              + ("the probed policy (no tuning raised the held-out probe agreement)"
+                 if choice["chosen"] == "probed" else f"the tuning of seed {choice['chosen']}"),
+              file=stream, flush=True)
     led.run(f"tune-{r}", tune, cfg.jobs, stream)
+    if (rdir / "tune_choice.json").exists():  # the ledger says which tuning went on
+      led.data.setdefault("tune_choice", {})[f"round-{r:02d}"] = json.loads(
+          (rdir / "tune_choice.json").read_text())
+      led.save()
     if cfg.next_policy == "average":
       led.run(f"average-{r}", lambda p=policy, d=rdir: derived.average_policies(
           [p, d / "tuned"], d / "average",

@@ -365,6 +365,21 @@ def test_tail_members_are_the_last_rounds():
       probe_chain.ChainConfig(corpus="c", output="o", **bad).check()
 
 
+def test_the_tuning_that_agrees_best_goes_on_and_the_guard_keeps_the_probed_policy():
+  tries = {1: (0.887, 0.851), 2: (0.887, 0.891), 3: (0.887, 0.899)}  # C21's round 4
+  assert probe_chain.choose_tuning(tries, guard=False) == {
+      "chosen": 3, "before": 0.887, "after": {"1": 0.851, "2": 0.891, "3": 0.899}}
+  assert probe_chain.choose_tuning(tries, guard=True)["chosen"] == 3
+  fell = {1: (0.888, 0.872), 2: (0.888, 0.879), 3: (0.888, 0.878)}  # C21's round 8
+  assert probe_chain.choose_tuning(fell, guard=False)["chosen"] == 2
+  assert probe_chain.choose_tuning(fell, guard=True)["chosen"] == "probed"
+  # Equal agreement is not a rise; a tie between seeds goes to the lower seed.
+  assert probe_chain.choose_tuning({4: (0.9, 0.9)}, guard=True)["chosen"] == "probed"
+  assert probe_chain.choose_tuning({5: (0.8, 0.9), 4: (0.8, 0.9)}, guard=True)["chosen"] == 4
+  with pytest.raises(ValueError, match="tune_seeds: the fine-tunings a round"):
+    probe_chain.ChainConfig(corpus="c", output="o", tune_seeds=0).check()
+
+
 def test_weighting_schedule_is_one_a_round_the_last_repeating():
   cfg = probe_chain.ChainConfig(corpus="c", output="o", weighting="module_or_bytes*2,module")
   cfg.check()
@@ -464,3 +479,35 @@ def test_ppo_stage_between_start_and_rounds(tmp_path):
   assert pathlib.Path(index["policy"]).parent == tmp_path / "out" / "ppo"
   with pytest.raises(ValueError, match="ppo_iterations=1 is here, not 2"):
     probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "ppo_iterations": 2}))
+
+
+def test_several_tunings_a_round_and_the_best_agreeing_goes_on(chain, tmp_path):
+  """--tune_seeds=2 --tune_guard: each round fine-tunes with seeds 0 and 1; the round's
+  policy is the tuning whose held-out probe agreement is highest (its weights exactly),
+  or the probed policy's if neither raised it; the choice is in the round dir and the
+  ledger; another tune_seeds is refused in the same dir."""
+  corpus, root, _, _ = chain
+  out = tmp_path / "seeds"
+  cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(out),
+                                start=str(root / "out" / "start"), rounds=2, max_probes=8,
+                                tune_seeds=2, tune_guard=True)
+  data = probe_chain.run(cfg)
+  probed = out / "start"
+  for r in ("round-01", "round-02"):
+    tries = {}
+    for seed in (0, 1):
+      m = json.loads((out / r / f"tuned-seed{seed}" / "probe_metrics.json").read_text())
+      tries[seed] = (m["before"]["heldout_probe"][0], m["after"]["heldout_probe"][0])
+    want = probe_chain.choose_tuning(tries, guard=True)
+    assert json.loads((out / r / "tune_choice.json").read_text()) == want
+    assert data["tune_choice"][r] == want
+    src = probed if want["chosen"] == "probed" else out / r / f"tuned-seed{want['chosen']}"
+    a, b = np.load(src / "weights.npz"), np.load(out / r / "tuned" / "weights.npz")
+    assert sorted(a.files) == sorted(b.files)
+    assert all(np.array_equal(a[k], b[k]) for k in a.files)
+    probed = out / r / "tuned"  # the next round probes this round's policy
+  # The two seeds are two tunings (else the choice means nothing).
+  a, b = (np.load(out / "round-01" / f"tuned-seed{s}" / "weights.npz") for s in (0, 1))
+  assert any(not np.array_equal(a[k], b[k]) for k in a.files)
+  with pytest.raises(ValueError, match="tune_seeds=2 is here"):
+    probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "tune_seeds": 3}))
