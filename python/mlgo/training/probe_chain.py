@@ -386,8 +386,21 @@ def policy_lines(ledger_data: dict) -> list:
   lines = []
   for k, fig in made_order(ledger_data):
     lines.append(f"{k}: training split {fig['change_pct']:+.2f}% ({fig['regressed']} >1% "
-                 f"bigger) at {fig['cpu_hours']:.2f} CPU-h{_held_text(fig)}")
+                 f"bigger) at {fig['cpu_hours']:.2f} CPU-h{_held_text(fig)}"
+                 f"{_choice_text(ledger_data.get('tune_choice', {}).get(k))}")
   return lines
+
+
+def _choice_text(choice: dict | None) -> str:
+  """How a round's policy was chosen among its tunings (--tune_seeds, --tune_guard)."""
+  if not choice:
+    return ""
+  c = choice["chosen"]
+  if c == "probed":
+    return (f"; the probed policy again (no tuning raised the held-out probe agreement "
+            f"{choice['before']:.3f})")
+  return (f"; tuning seed {c} of {len(choice['after'])} (held-out probe agreement "
+          f"{choice['before']:.3f} -> {choice['after'][str(c)]:.3f})")
 
 
 def _held_text(fig: dict) -> str:

@@ -506,6 +506,10 @@ def test_several_tunings_a_round_and_the_best_agreeing_goes_on(chain, tmp_path):
     assert sorted(a.files) == sorted(b.files)
     assert all(np.array_equal(a[k], b[k]) for k in a.files)
     probed = out / r / "tuned"  # the next round probes this round's policy
+    line = [x for x in probe_chain.policy_lines(data) if x.startswith(f"{r}:")][0]
+    assert (("the probed policy again" in line) if want["chosen"] == "probed" else
+            f"tuning seed {want['chosen']} of 2 (held-out probe agreement "
+            f"{want['before']:.3f} -> {want['after'][str(want['chosen'])]:.3f})" in line)
   # The two seeds are two tunings (else the choice means nothing).
   a, b = (np.load(out / "round-01" / f"tuned-seed{s}" / "weights.npz") for s in (0, 1))
   assert any(not np.array_equal(a[k], b[k]) for k in a.files)
