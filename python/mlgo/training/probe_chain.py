@@ -632,8 +632,10 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
       best = ([out / f"round-{k:02d}" / "probes" for k in range(1, r + 1)]
               if cfg.anchors == "best" else None)
       tries = {}
+      # One tuning and no guard: it is the round's policy (written as "tuned" directly).
+      choose = cfg.tune_seeds > 1 or cfg.tune_guard
       for seed in range(cfg.seed, cfg.seed + cfg.tune_seeds):
-        td = d / ("tuned" if cfg.tune_seeds == 1 else f"tuned-seed{seed}")
+        td = d / (f"tuned-seed{seed}" if choose else "tuned")
         shutil.rmtree(td, ignore_errors=True)
         m = probe_tuning.train_on_probes(p, kept, td, seed=seed,
                                          regression_penalty=cfg.regression_penalty,
@@ -643,14 +645,13 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
         print(f"chain: fine-tuned on {len(kept)} round(s) of probes (seed {seed}): held-out "
               f"probe agreement {tries[seed][0]:.3f} -> {tries[seed][1]:.3f}",
               file=stream, flush=True)
-      if cfg.tune_seeds > 1 or cfg.tune_guard:
+      if choose:
         choice = choose_tuning(tries, cfg.tune_guard)
         src = p if choice["chosen"] == "probed" else d / f"tuned-seed{choice['chosen']}"
-        if src != d / "tuned":
-          shutil.rmtree(d / "tuned", ignore_errors=True)
-          shutil.rmtree(d / "tuned.tmp", ignore_errors=True)
-          shutil.copytree(src, d / "tuned.tmp")
-          (d / "tuned.tmp").rename(d / "tuned")
+        shutil.rmtree(d / "tuned", ignore_errors=True)
+        shutil.rmtree(d / "tuned.tmp", ignore_errors=True)
+        shutil.copytree(src, d / "tuned.tmp")
+        (d / "tuned.tmp").rename(d / "tuned")
         (d / "tune_choice.json").write_text(json.dumps(choice, indent=1))
         print(f"chain: round {r} goes on with "
               + ("the probed policy (no tuning raised the held-out probe agreement)"

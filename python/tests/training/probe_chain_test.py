@@ -481,21 +481,24 @@ def test_ppo_stage_between_start_and_rounds(tmp_path):
     probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "ppo_iterations": 2}))
 
 
-def test_several_tunings_a_round_and_the_best_agreeing_goes_on(chain, tmp_path):
+@pytest.mark.parametrize("seeds,rounds", [(2, 2), (1, 1)])
+def test_several_tunings_a_round_and_the_best_agreeing_goes_on(chain, tmp_path, seeds,
+                                                                rounds):
   """--tune_seeds=2 --tune_guard: each round fine-tunes with seeds 0 and 1; the round's
   policy is the tuning whose held-out probe agreement is highest (its weights exactly),
   or the probed policy's if neither raised it; the choice is in the round dir and the
-  ledger; another tune_seeds is refused in the same dir."""
+  ledger; another tune_seeds is refused in the same dir. With one seed, the guard alone
+  (the tuning kept beside the round's policy)."""
   corpus, root, _, _ = chain
   out = tmp_path / "seeds"
   cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(out),
-                                start=str(root / "out" / "start"), rounds=2, max_probes=8,
-                                tune_seeds=2, tune_guard=True)
+                                start=str(root / "out" / "start"), rounds=rounds,
+                                max_probes=8, tune_seeds=seeds, tune_guard=True)
   data = probe_chain.run(cfg)
   probed = out / "start"
-  for r in ("round-01", "round-02"):
+  for r in [f"round-{k:02d}" for k in range(1, rounds + 1)]:
     tries = {}
-    for seed in (0, 1):
+    for seed in range(seeds):
       m = json.loads((out / r / f"tuned-seed{seed}" / "probe_metrics.json").read_text())
       tries[seed] = (m["before"]["heldout_probe"][0], m["after"]["heldout_probe"][0])
     want = probe_chain.choose_tuning(tries, guard=True)
@@ -508,10 +511,10 @@ def test_several_tunings_a_round_and_the_best_agreeing_goes_on(chain, tmp_path):
     probed = out / r / "tuned"  # the next round probes this round's policy
     line = [x for x in probe_chain.policy_lines(data) if x.startswith(f"{r}:")][0]
     assert (("the probed policy again" in line) if want["chosen"] == "probed" else
-            f"tuning seed {want['chosen']} of 2 (held-out probe agreement "
+            f"tuning seed {want['chosen']} of {seeds} (held-out probe agreement "
             f"{want['before']:.3f} -> {want['after'][str(want['chosen'])]:.3f})" in line)
-  # The two seeds are two tunings (else the choice means nothing).
-  a, b = (np.load(out / "round-01" / f"tuned-seed{s}" / "weights.npz") for s in (0, 1))
-  assert any(not np.array_equal(a[k], b[k]) for k in a.files)
-  with pytest.raises(ValueError, match="tune_seeds=2 is here"):
+  if seeds == 2:  # the two seeds are two tunings (else the choice means nothing)
+    a, b = (np.load(out / "round-01" / f"tuned-seed{s}" / "weights.npz") for s in (0, 1))
+    assert any(not np.array_equal(a[k], b[k]) for k in a.files)
+  with pytest.raises(ValueError, match=f"tune_seeds={seeds} is here"):
     probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "tune_seeds": 3}))
