@@ -399,8 +399,8 @@ def _choice_text(choice: dict | None) -> str:
   if c == "probed":
     return (f"; the probed policy again (no tuning raised the held-out probe agreement "
             f"{choice['before']:.3f})")
-  return (f"; tuning seed {c} of {len(choice['after'])} (held-out probe agreement "
-          f"{choice['before']:.3f} -> {choice['after'][str(c)]:.3f})")
+  return (f"; the tuning of seed {c}, the best of {len(choice['after'])} (held-out probe "
+          f"agreement {choice['before']:.3f} -> {choice['after'][str(c)]:.3f})")
 
 
 def _held_text(fig: dict) -> str:

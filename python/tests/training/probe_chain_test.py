@@ -511,8 +511,9 @@ def test_several_tunings_a_round_and_the_best_agreeing_goes_on(chain, tmp_path, 
     probed = out / r / "tuned"  # the next round probes this round's policy
     line = [x for x in probe_chain.policy_lines(data) if x.startswith(f"{r}:")][0]
     assert (("the probed policy again" in line) if want["chosen"] == "probed" else
-            f"tuning seed {want['chosen']} of {seeds} (held-out probe agreement "
-            f"{want['before']:.3f} -> {want['after'][str(want['chosen'])]:.3f})" in line)
+            f"the tuning of seed {want['chosen']}, the best of {seeds} (held-out probe "
+            f"agreement {want['before']:.3f} -> {want['after'][str(want['chosen'])]:.3f})"
+            in line)
   if seeds == 2:  # the two seeds are two tunings (else the choice means nothing)
     a, b = (np.load(out / "round-01" / f"tuned-seed{s}" / "weights.npz") for s in (0, 1))
     assert any(not np.array_equal(a[k], b[k]) for k in a.files)
