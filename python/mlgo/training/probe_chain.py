@@ -8,6 +8,8 @@ never looks past the training split.
           only the few it probes
   round r probe_corpus(policy_r) -> train_on_probes(policy_r, probes of rounds r-1, r)
           [-> weight average with policy_r] = policy_r+1
+          (tune_seeds > 1: several tunings, the one agreeing best with the held modules'
+          probe labels goes on; tune_guard: policy_r again if none raised that agreement)
   final   policy_N+1 evaluated on the training split; every earlier policy's figure
           comes free from the greedy compiles of the probe round that started from it
           (the same compile evaluate makes: same bytes)
