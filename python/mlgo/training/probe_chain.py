@@ -37,6 +37,7 @@ import time
 from mlgo.evaluation.evaluate import evaluate
 from mlgo.policy import derived, policy_io
 from mlgo.problems import get_problem
+from mlgo.util import files
 
 HEARTBEAT_S = 30.0
 
@@ -389,20 +390,22 @@ def policy_lines(ledger_data: dict) -> list:
   for k, fig in made_order(ledger_data):
     lines.append(f"{k}: training split {fig['change_pct']:+.2f}% ({fig['regressed']} >1% "
                  f"bigger) at {fig['cpu_hours']:.2f} CPU-h{_held_text(fig)}"
-                 f"{_choice_text(ledger_data.get('tune_choice', {}).get(k))}")
+                 f"{_choice_part(ledger_data.get('tune_choice', {}).get(k))}")
   return lines
 
 
-def _choice_text(choice: dict | None) -> str:
-  """How a round's policy was chosen among its tunings (--tune_seeds, --tune_guard)."""
-  if not choice:
-    return ""
+def choice_text(choice: dict) -> str:
+  """Which policy a round went on with, among its tunings (choose_tuning's answer)."""
   c = choice["chosen"]
   if c == "probed":
-    return (f"; the probed policy again (no tuning raised the held-out probe agreement "
+    return (f"the probed policy again (no tuning raised the held-out probe agreement "
             f"{choice['before']:.3f})")
-  return (f"; the tuning of seed {c}, the best of {len(choice['after'])} (held-out probe "
+  return (f"the tuning of seed {c}, the best of {len(choice['after'])} (held-out probe "
           f"agreement {choice['before']:.3f} -> {choice['after'][str(c)]:.3f})")
+
+
+def _choice_part(choice: dict | None) -> str:
+  return f"; {choice_text(choice)}" if choice else ""
 
 
 def _held_text(fig: dict) -> str:
@@ -564,9 +567,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
   start = out / "start"
   if cfg.start and not widen:
     if not start.exists():
-      shutil.rmtree(out / "start.tmp", ignore_errors=True)  # a cut copy
-      shutil.copytree(cfg.start, out / "start.tmp")
-      (out / "start.tmp").rename(start)
+      files.replace_dir_with_copy(cfg.start, start)  # a cut copy is made again
   else:
     # A behavioral clone of the default: the start itself, or (widening) the source of
     # the new features' normalization.
@@ -650,15 +651,9 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
       if choose:
         choice = choose_tuning(tries, cfg.tune_guard)
         src = p if choice["chosen"] == "probed" else d / f"tuned-seed{choice['chosen']}"
-        shutil.rmtree(d / "tuned", ignore_errors=True)
-        shutil.rmtree(d / "tuned.tmp", ignore_errors=True)
-        shutil.copytree(src, d / "tuned.tmp")
-        (d / "tuned.tmp").rename(d / "tuned")
-        (d / "tune_choice.json").write_text(json.dumps(choice, indent=1))
-        print(f"chain: round {r} goes on with "
-              + ("the probed policy (no tuning raised the held-out probe agreement)"
-                 if choice["chosen"] == "probed" else f"the tuning of seed {choice['chosen']}"),
-              file=stream, flush=True)
+        files.replace_dir_with_copy(src, d / "tuned")
+        files.write_json_atomic(d / "tune_choice.json", choice, indent=1)
+        print(f"chain: round {r} goes on with {choice_text(choice)}", file=stream, flush=True)
     led.run(f"tune-{r}", tune, cfg.jobs, stream)
     if (rdir / "tune_choice.json").exists():  # the ledger says which tuning went on
       led.data.setdefault("tune_choice", {})[f"round-{r:02d}"] = json.loads(

@@ -24,12 +24,12 @@ iteration that makes one of them more than `limit` times its default ((policy + 
 """
 import contextlib
 import os
-import shutil
 
 import numpy as np
 
 from mlgo.env import work
 from mlgo.evaluation.report import key_geomean
+from mlgo.util import files
 from mlgo.workers import make_pool
 from mlgo.workers.base import in_submission_order
 
@@ -254,11 +254,7 @@ def keep_if_best(state: dict, output, val: float, iteration: int, policy_dir,
     state["best_validation"] = {"iteration": iteration, "change_pct": val}
     if worst is not None:
       state["best_validation"].update(worst_hot_ratio=float(worst), refused=refused)
-    tmp = output / "best_policy.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(policy_dir, tmp)
-    shutil.rmtree(output / "best_policy", ignore_errors=True)
-    os.rename(tmp, output / "best_policy")
+    files.replace_dir_with_copy(policy_dir, output / "best_policy")
 
 
 def best_iterations(history: dict, k: int, refused=()) -> list:

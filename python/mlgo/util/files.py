@@ -2,6 +2,7 @@
 import json
 import os
 import pathlib
+import shutil
 
 
 def write_json_atomic(path, obj, indent=None) -> None:
@@ -14,6 +15,17 @@ def write_json_atomic(path, obj, indent=None) -> None:
     f.flush()
     os.fsync(f.fileno())
   os.replace(tmp, path)
+
+
+def replace_dir_with_copy(src, dst) -> None:
+  """Makes `dst` a copy of the directory `src`; a run killed mid-copy leaves `dst` whole
+  (old or new) and a DST.tmp that the next call removes: copy beside, then rename."""
+  dst = pathlib.Path(dst)
+  tmp = dst.with_name(dst.name + ".tmp")
+  shutil.rmtree(tmp, ignore_errors=True)
+  shutil.copytree(src, tmp)
+  shutil.rmtree(dst, ignore_errors=True)
+  os.rename(tmp, dst)
 
 
 def private_tempdir(root=None, prefix: str = "mlgo-") -> pathlib.Path:
