@@ -5,7 +5,7 @@ policy), then rounds of rollout probes and fine-tuning, with a CPU-hour ledger.
       [--ppo_iterations=N] [--rounds=6] [--cpu_hours=H] [--max_probes=16]
       [--flips_per_compile=4] [--flip_compiles=C] [--anchors=current|best]
       [--weighting=module|module_or_bytes|SCHEDULE] [--tail_average=K]
-      [--tune_seeds=N] [--tune_guard]
+      [--tune_seeds=N] [--tune_guard] [--tune_select=agreement|held_bytes]
 A --start policy of a narrower problem (e.g. inlining_ir2vec for --problem=
 inlining_ir2vec_ctx) is widened first: zero weights on the new inputs, so it decides as
 before, with their normalization from a behavioral clone the chain makes.
@@ -79,8 +79,12 @@ def main(argv=None):
                   help="> 1: fine-tune each round with this many seeds and go on with the "
                   "tuning that agrees best with the held-out modules' probe labels")
   ap.add_argument("--tune_guard", action="store_true",
-                  help="when no tuning raises that agreement above the probed policy's, "
-                  "the round goes on with the probed policy")
+                  help="when no tuning beats the probed policy on that measure, the round "
+                  "goes on with the probed policy")
+  ap.add_argument("--tune_select", choices=("agreement", "held_bytes"), default="agreement",
+                  help="what picks a round's tuning: the held-out probe agreement (free), or "
+                  "held_bytes: each tuning compiled greedily on the modules fine-tuning "
+                  "holds out, the smallest total goes on (counted in the round)")
   ap.add_argument("--max_regressed_pct", type=float, default=3.0,
                   help="selection: most %% of training modules >1%% bigger a kept policy has")
   ap.add_argument("--seed", type=int, default=0)
@@ -100,7 +104,7 @@ def main(argv=None):
       average_weight=a.average_weight,
       probe_rounds_kept=a.probe_rounds_kept, regression_penalty=a.regression_penalty,
       anchors=a.anchors, weighting=a.weighting, tail_average=a.tail_average,
-      tune_seeds=a.tune_seeds, tune_guard=a.tune_guard,
+      tune_seeds=a.tune_seeds, tune_guard=a.tune_guard, tune_select=a.tune_select,
       max_regressed_pct=a.max_regressed_pct,
       seed=a.seed, timeout=a.timeout)
   probe_chain.run(cfg)

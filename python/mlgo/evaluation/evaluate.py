@@ -142,9 +142,9 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
              jobs: int = 2, timeout: float = 300.0, pool_kind: str | None = None,
              stream=None, use_cache: bool = True, guarded: bool = False,
              plain_output=None, plain_stream=None, candidates=(), samples: int = 0,
-             no_more_spill_code=None) -> dict:
+             no_more_spill_code=None, modules=None) -> dict:
   """corpus_dir: a corpus, or a prepared corpus (llc problems prepare one if given a
-  corpus). guarded: score guarded compiles of the policy (mlgo.env.guarded) instead of
+  corpus). modules (names): only these modules of the split (each must be in it). guarded: score guarded compiles of the policy (mlgo.env.guarded) instead of
   the policy's own; with plain_output, the policy's own compiles (which a guarded
   compile makes anyway) are also evaluated, into that directory, printed to
   plain_stream, and their summary is returned under "plain". candidates (policy dirs)
@@ -162,10 +162,17 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
     raise ValueError("plain_output, candidates, samples and no_more_spill_code go with "
                      "guarded=True")
   corpus = work.corpus_for(corpus_dir, problem, jobs=jobs, stream=sys.stderr)
+  wanted = None if modules is None else set(modules)
   if split == "all":
     modules = list(corpus.modules)
   else:
     modules = corpus.split(split)
+  if wanted is not None:
+    missing = sorted(wanted - {m.name for m in modules})
+    if missing:
+      raise ValueError(f"{corpus_dir}: {len(missing)} module(s) asked for are not in split "
+                       f"{split!r}, e.g. {missing[0]!r}")
+    modules = [m for m in modules if m.name in wanted]
   if not modules:
     raise ValueError(f"{corpus_dir}: no modules in split {split!r} "
                      f"(corpus has {len(corpus.modules)} modules)")

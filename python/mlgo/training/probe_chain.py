@@ -9,7 +9,9 @@ never looks past the training split.
   round r probe_corpus(policy_r) -> train_on_probes(policy_r, probes of rounds r-1, r)
           [-> weight average with policy_r] = policy_r+1
           (tune_seeds > 1: several tunings, the one agreeing best with the held modules'
-          probe labels goes on; tune_guard: policy_r again if none raised that agreement)
+          probe labels goes on, or with tune_select=held_bytes the one whose greedy
+          compile of the held modules is smallest; tune_guard: policy_r again if none
+          beats it on that measure)
   final   policy_N+1 evaluated on the training split; every earlier policy's figure
           comes free from the greedy compiles of the probe round that started from it
           (the same compile evaluate makes: same bytes)
@@ -81,6 +83,13 @@ class ChainConfig:
   # True: when no tuning raises that agreement above the probed policy's, the round's
   # policy is the probed one (the next round probes it again, with new probe seeds)
   tune_guard: bool = False
+  # What picks among a round's tunings (and what the guard compares): "agreement" (the
+  # held-out probe agreement, free) or "held_bytes" (each tuning compiled greedily on the
+  # modules fine-tuning holds out, ~15% of a greedy pass each, counted in the tune stage;
+  # the smallest total goes on; the probed policy's comes from its probe round). Stop 89:
+  # C22's round 5 raised the agreement with every seed and still fell on the training
+  # split; the held modules' bytes ranked all of C21's and C22's falls right.
+  tune_select: str = "agreement"
   max_regressed_pct: float = 3.0
   ppo_iterations: int = 0           # > 0: a PPO stage between the start and the rounds
   ppo_gin: str = "configs/inlining.gin"
@@ -119,6 +128,12 @@ class ChainConfig:
                        f"{show_weights(self.average_weight)}")
     if self.tune_seeds < 1:
       raise ValueError(f"tune_seeds: the fine-tunings a round (>= 1), not {self.tune_seeds}")
+    if self.tune_select not in TUNE_SELECT:
+      raise ValueError(f"tune_select must be one of {', '.join(TUNE_SELECT)}, not "
+                       f"{self.tune_select!r}")
+    if self.tune_select != "agreement" and self.tune_seeds == 1 and not self.tune_guard:
+      raise ValueError(f"tune_select={self.tune_select} chooses among a round's policies: "
+                       f"it needs tune_seeds > 1 or tune_guard")
     if self.rounds < 0 or self.probe_rounds_kept < 1 or self.jobs < 1:
       raise ValueError("rounds >= 0, probe_rounds_kept >= 1 and jobs >= 1 are needed")
     if self.flips_per_compile > 1 and self.credit != "function_size":
@@ -175,7 +190,7 @@ class Ledger:
       for k in ("corpus", "problem", "start", "jobs", "max_probes", "flips_per_compile",
                 "flip_compiles", "credit", "next_policy", "average_weight", "seed",
                 "regression_penalty", "anchors", "weighting", "ppo_iterations", "ppo_gin",
-                "tune_seeds", "tune_guard"):
+                "tune_seeds", "tune_guard", "tune_select"):
         was, now = old.get(k, fields[k]), getattr(config, k)  # older ledger: the default
         show = repr
         if k == "average_weight":  # a float in ledgers before schedules, a list in JSON
@@ -276,6 +291,11 @@ def split_figure(policy_sizes: dict, defaults: dict, held=None) -> dict:
           largest=big, largest_share_pct=100.0 * defaults[big] / h["default"],
           without_largest_pct=split_figure(rest, defaults)["change_pct"] if rest else None)
   return fig
+
+
+def held_change(sizes: dict, defaults: dict, held: set) -> float:
+  """The held modules' total change (%) vs the default, from per-module sizes."""
+  return split_figure({m: v for m, v in sizes.items() if m in held}, defaults)["change_pct"]
 
 
 def held_modules(modules) -> set:
@@ -397,6 +417,13 @@ def policy_lines(ledger_data: dict) -> list:
 def choice_text(choice: dict) -> str:
   """Which policy a round went on with, among its tunings (choose_tuning's answer)."""
   c = choice["chosen"]
+  if choice.get("by") == "held_bytes":
+    n, before = choice["held_modules"], choice["before"]
+    if c == "probed":
+      return (f"the probed policy again (no tuning compiled the {n} held modules smaller "
+              f"than its {before:+.2f}%)")
+    return (f"the tuning of seed {c}, the smallest of {len(choice['after'])} on the {n} "
+            f"held modules compiled ({before:+.2f}% -> {choice['after'][str(c)]:+.2f}%)")
   if c == "probed":
     return (f"the probed policy again (no tuning raised the held-out probe agreement "
             f"{choice['before']:.3f})")
@@ -444,15 +471,30 @@ def select(policies: dict, max_regressed_pct: float) -> str:
 EVAL_SHARE = 0.25
 
 
-def choose_tuning(tries: dict, guard: bool) -> dict:
-  """Of a round's fine-tunings ({seed: (held-out probe agreement before, after)}), the one
-  whose agreement after is highest (the lowest seed on a tie); with `guard`, "probed" (the
-  probed policy goes on untuned) unless that agreement is above the one before."""
-  seed = min(tries, key=lambda s: (-tries[s][1], s))
+TUNE_SELECT = ("agreement", "held_bytes")
+
+
+def choose_tuning(tries: dict, guard: bool, by: str = "agreement") -> dict:
+  """Of a round's fine-tunings ({seed: (the probed policy's measure, the tuning's)}), the
+  best (the lowest seed on a tie); with `guard`, "probed" (the probed policy goes on
+  untuned) unless that is strictly better than the probed policy. by "agreement": the
+  held-out probe agreement, higher is better; by "held_bytes": the held modules' change
+  (%) vs the default compiled greedily, lower is better, None for a tuning whose compile
+  of some held module failed (it is never chosen while another is not None)."""
+  if by not in TUNE_SELECT:
+    raise ValueError(f"by must be one of {', '.join(TUNE_SELECT)}, not {by!r}")
+  if by == "agreement":
+    seed = min(tries, key=lambda s: (-tries[s][1], s))
+  else:
+    seed = min(tries, key=lambda s: (tries[s][1] is None, tries[s][1] or 0.0, s))
   before, after = tries[seed]
-  chosen = "probed" if guard and not after > before else seed
-  return {"chosen": chosen, "before": before,
-          "after": {str(s): a for s, (_, a) in sorted(tries.items())}}
+  better = after is not None and (after > before if by == "agreement" else after < before)
+  chosen = "probed" if guard and not better else seed
+  out = {"chosen": chosen, "before": before,
+         "after": {str(s): a for s, (_, a) in sorted(tries.items())}}
+  if by != "agreement":
+    out["by"] = by
+  return out
 
 
 def round_fits(spent: float, per_round: float, budget: float, evaluations: int = 1) -> bool:
@@ -563,6 +605,10 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
       jobs=cfg.jobs, timeout=cfg.timeout, stream=quiet), cfg.jobs, stream)
   defaults = module_scores(out / "default-train" / "per_key.csv")
   held = held_modules(defaults)
+  if cfg.tune_select == "held_bytes" and not held:
+    raise ValueError(f"{cfg.corpus}: tune_select=held_bytes compiles the training modules "
+                     f"fine-tuning holds out (about 1 in 10, by name), and none of its "
+                     f"{len(defaults)} is held out")
 
   start = out / "start"
   if cfg.start and not widen:
@@ -631,6 +677,14 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     kept = [out / f"round-{k:02d}" / "probes"
             for k in range(max(1, r - cfg.probe_rounds_kept + 1), r + 1)]
 
+    def compiled_held_change(policy_dir, eval_dir):
+      """The held modules' change (%) compiled greedily by `policy_dir`; None if some
+      compile failed (the totals would cover different modules)."""
+      evaluate(cfg.problem, cfg.corpus, policy_dir, eval_dir, split="train", jobs=cfg.jobs,
+               timeout=cfg.timeout, stream=quiet, modules=sorted(held))
+      sizes = module_scores(pathlib.Path(eval_dir) / "per_key.csv", "policy")
+      return held_change(sizes, defaults, held) if held <= set(sizes) else None
+
     def tune(p=policy, d=rdir, kept=kept, r=r):
       best = ([out / f"round-{k:02d}" / "probes" for k in range(1, r + 1)]
               if cfg.anchors == "best" else None)
@@ -645,11 +699,19 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
                                          default_sizes=defaults, best_anchor_dirs=best,
                                          weighting=cfg.weighting_for(r), stream=quiet)
         tries[seed] = (m["before"]["heldout_probe"][0], m["after"]["heldout_probe"][0])
-        print(f"chain: fine-tuned on {len(kept)} round(s) of probes (seed {seed}): held-out "
-              f"probe agreement {tries[seed][0]:.3f} -> {tries[seed][1]:.3f}",
+        text = f"held-out probe agreement {tries[seed][0]:.3f} -> {tries[seed][1]:.3f}"
+        if cfg.tune_select == "held_bytes":
+          tries[seed] = (held_change(probe_sizes(d / "probes"), defaults, held),
+                         compiled_held_change(td, d / f"held-seed{seed}"))
+          shown = "a failed compile" if tries[seed][1] is None else f"{tries[seed][1]:+.2f}%"
+          text += (f"; the {len(held)} held modules compiled: {tries[seed][0]:+.2f}% -> "
+                   f"{shown}")
+        print(f"chain: fine-tuned on {len(kept)} round(s) of probes (seed {seed}): {text}",
               file=stream, flush=True)
       if choose:
-        choice = choose_tuning(tries, cfg.tune_guard)
+        choice = choose_tuning(tries, cfg.tune_guard, cfg.tune_select)
+        if cfg.tune_select == "held_bytes":
+          choice["held_modules"] = len(held)
         src = p if choice["chosen"] == "probed" else d / f"tuned-seed{choice['chosen']}"
         files.replace_dir_with_copy(src, d / "tuned")
         files.write_json_atomic(d / "tune_choice.json", choice, indent=1)

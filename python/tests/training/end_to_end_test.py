@@ -163,3 +163,18 @@ def test_default_policy_evaluates_to_zero_change(tiny_corpus, tmp_path, capsys):
   assert last.endswith("change=+0.00% regressions=0")
   assert s["modules"] == 4
   assert set(s["per_language"]) == {"c", "c++"}
+
+
+def test_evaluate_only_the_named_modules_of_a_split(tiny_corpus, tmp_path):
+  """modules=: only those modules of the split are compiled and reported; a name not in
+  the split is refused, naming it, before anything is compiled."""
+  s = evaluation.evaluate("inlining", tiny_corpus, "default", tmp_path / "two",
+                          split="train", modules=["tree", "strings"])
+  assert s["modules"] == 2
+  with open(tmp_path / "two" / "per_key.csv") as f:
+    assert sorted(r["module"] for r in csv.DictReader(f)) == ["strings", "tree"]
+  with pytest.raises(ValueError, match=r"1 module\(s\) asked for are not in split "
+                     r"'train', e.g. 'matrix'"):
+    evaluation.evaluate("inlining", tiny_corpus, "default", tmp_path / "bad", split="train",
+                        modules=["tree", "matrix"])
+  assert not (tmp_path / "bad").exists()

@@ -380,6 +380,34 @@ def test_the_tuning_that_agrees_best_goes_on_and_the_guard_keeps_the_probed_poli
     probe_chain.ChainConfig(corpus="c", output="o", tune_seeds=0).check()
 
 
+def test_the_tuning_smallest_on_the_held_modules_goes_on():
+  """by="held_bytes": the lowest held change wins (C22's rounds 5 and 6, compiled offline
+  in stop 89); the guard keeps the probed policy unless a tuning is strictly smaller; a
+  tuning with a failed compile (None) is never chosen over one without."""
+  r5 = {2: (-5.81, -5.31), 3: (-5.81, -5.21), 4: (-5.81, -5.25)}
+  assert probe_chain.choose_tuning(r5, guard=True, by="held_bytes") == {
+      "chosen": "probed", "before": -5.81, "after": {"2": -5.31, "3": -5.21, "4": -5.25},
+      "by": "held_bytes"}
+  assert probe_chain.choose_tuning(r5, guard=False, by="held_bytes")["chosen"] == 2
+  r6 = {2: (-5.25, -5.56), 3: (-5.25, -2.98), 4: (-5.25, -5.01)}
+  assert probe_chain.choose_tuning(r6, guard=True, by="held_bytes")["chosen"] == 2
+  assert probe_chain.choose_tuning({1: (-1.0, -1.0)}, True, "held_bytes")["chosen"] == "probed"
+  failed = {1: (-0.5, None), 2: (-0.5, -1.0)}
+  assert probe_chain.choose_tuning(failed, guard=True, by="held_bytes")["chosen"] == 2
+  assert probe_chain.choose_tuning({1: (-0.5, None)}, True, "held_bytes")["chosen"] == "probed"
+  assert probe_chain.choose_tuning({1: (-0.5, None)}, False, "held_bytes")["chosen"] == 1
+  text = probe_chain.choice_text({**probe_chain.choose_tuning(r6, True, "held_bytes"),
+                                  "held_modules": 137})
+  assert text == ("the tuning of seed 2, the smallest of 3 on the 137 held modules compiled "
+                  "(-5.25% -> -5.56%)")
+  with pytest.raises(ValueError, match="by must be one of agreement, held_bytes"):
+    probe_chain.choose_tuning(r6, True, "bytes")
+  with pytest.raises(ValueError, match="tune_select must be one of agreement, held_bytes"):
+    probe_chain.ChainConfig(corpus="c", output="o", tune_select="bytes").check()
+  with pytest.raises(ValueError, match="it needs tune_seeds > 1 or tune_guard"):
+    probe_chain.ChainConfig(corpus="c", output="o", tune_select="held_bytes").check()
+
+
 def test_weighting_schedule_is_one_a_round_the_last_repeating():
   cfg = probe_chain.ChainConfig(corpus="c", output="o", weighting="module_or_bytes*2,module")
   cfg.check()
@@ -519,3 +547,45 @@ def test_several_tunings_a_round_and_the_best_agreeing_goes_on(chain, tmp_path, 
     assert any(not np.array_equal(a[k], b[k]) for k in a.files)
   with pytest.raises(ValueError, match=f"tune_seeds={seeds} is here"):
     probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "tune_seeds": 3}))
+
+
+def test_held_bytes_choice_compiles_the_held_modules(chain, tmp_path):
+  """--tune_select=held_bytes on a real chain: each tuning is compiled on the modules
+  fine-tuning holds out (here matrix/v2 of a three-variant corpus), its figure is the one a
+  plain evaluate of that tuning gives, the probed policy's comes from its probe round, and
+  the round's policy is the smallest (exactly its weights). A corpus with no held module
+  is refused before anything is probed."""
+  _, root, _, _ = chain
+  corpus = testing.make_tiny_corpus(tmp_path / "corpus", PROGRAMS, llvm_version=22,
+                                    opt="Oz", heldout=("strings",), variants=3)
+  out = tmp_path / "held"
+  cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(out),
+                                start=str(root / "out" / "start"), rounds=1, max_probes=8,
+                                tune_seeds=2, tune_guard=True, tune_select="held_bytes")
+  data = probe_chain.run(cfg)
+  defaults = probe_chain.module_scores(out / "default-train" / "per_key.csv")
+  held = probe_chain.held_modules(defaults)
+  assert held == {"matrix/v2"}
+  choice = json.loads((out / "round-01" / "tune_choice.json").read_text())
+  assert choice == data["tune_choice"]["round-01"]
+  assert choice["by"] == "held_bytes" and choice["held_modules"] == 1
+  probed = probe_chain.probe_sizes(out / "round-01" / "probes")
+  assert choice["before"] == pytest.approx(
+      100.0 * (probed["matrix/v2"] / defaults["matrix/v2"] - 1.0))
+  tries = {}
+  for seed in (0, 1):
+    tuned = out / "round-01" / f"tuned-seed{seed}"
+    evaluate("inlining_ir2vec", corpus, tuned, tmp_path / f"eval{seed}", split="train")
+    size = _per_module(tmp_path / f"eval{seed}" / "per_key.csv")["matrix/v2"]
+    tries[seed] = (choice["before"], 100.0 * (size / defaults["matrix/v2"] - 1.0))
+    assert choice["after"][str(seed)] == pytest.approx(tries[seed][1])
+  assert choice == {**probe_chain.choose_tuning(tries, True, "held_bytes"), "held_modules": 1}
+  src = (out / "start" if choice["chosen"] == "probed"
+         else out / "round-01" / f"tuned-seed{choice['chosen']}")
+  a, b = np.load(src / "weights.npz"), np.load(out / "round-01" / "tuned" / "weights.npz")
+  assert all(np.array_equal(a[k], b[k]) for k in a.files)
+  with pytest.raises(ValueError, match="tune_select='held_bytes' is here"):
+    probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "tune_select": "agreement"}))
+  with pytest.raises(ValueError, match="none of its 3 is held out"):
+    probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "corpus": str(chain[0]),
+                                               "output": str(tmp_path / "none")}))
