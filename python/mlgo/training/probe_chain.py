@@ -406,10 +406,10 @@ def made_order(ledger_data: dict) -> list:
 
 def policy_lines(ledger_data: dict) -> list:
   """One line a measured policy, in the order made: training figure and the held one."""
-  lines = []
+  lines, chose = [], held_chose(ledger_data)
   for k, fig in made_order(ledger_data):
     lines.append(f"{k}: training split {fig['change_pct']:+.2f}% ({fig['regressed']} >1% "
-                 f"bigger) at {fig['cpu_hours']:.2f} CPU-h{_held_text(fig)}"
+                 f"bigger) at {fig['cpu_hours']:.2f} CPU-h{_held_text(fig, chose)}"
                  f"{_choice_part(ledger_data.get('tune_choice', {}).get(k))}")
   return lines
 
@@ -435,11 +435,18 @@ def _choice_part(choice: dict | None) -> str:
   return f"; {choice_text(choice)}" if choice else ""
 
 
-def _held_text(fig: dict) -> str:
+def held_chose(ledger_data: dict) -> bool:
+  """Whether a chain chose its tunings by the held modules' bytes: their figure is then
+  part of the selection, no longer a check on it."""
+  return ledger_data.get("config", {}).get("tune_select") == "held_bytes"
+
+
+def _held_text(fig: dict, chose: bool = False) -> str:
   h = fig.get("held")
   if not h:
     return ""
-  text = (f"; the {h['modules']} modules fine-tuning never saw: {h['change_pct']:+.2f}% "
+  text = (f"; the {h['modules']} modules fine-tuning never saw"
+          f"{' (they chose its tunings)' if chose else ''}: {h['change_pct']:+.2f}% "
           f"({h['regressed']} >1% bigger)")
   if h.get("without_largest_pct") is not None:
     text += (f", {h['without_largest_pct']:+.2f}% without the largest "
@@ -547,7 +554,9 @@ def compare_plot(chains: dict, path, target: float | None = None,
     held = [p for p in pol if p.get("held")]
     if held:
       ax.plot([p["cpu_hours"] for p in held], [p["held"]["change_pct"] for p in held],
-              "s--", color=colour, alpha=0.7, label=f"{label}: modules fine-tuning never saw")
+              "s--", color=colour, alpha=0.7,
+              label=f"{label}: modules fine-tuning never saw"
+              f"{' (chose tunings)' if held_chose(data) else ''}")
     sel = data.get("selected")
     if sel:
       p = data["policies"][sel]
@@ -597,7 +606,8 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     led.save()
     print(f"chain: {name}: training split {fig['change_pct']:+.2f}% "
           f"({fig['regressed']} of {fig['modules']} modules >1% bigger) at "
-          f"{fig['cpu_hours']:.2f} CPU-h{_held_text(fig)}", file=stream, flush=True)
+          f"{fig['cpu_hours']:.2f} CPU-h{_held_text(fig, cfg.tune_select == 'held_bytes')}",
+          file=stream, flush=True)
 
   # The default's size of every training module (evaluate's cache: usually no compile).
   led.run("default", lambda: evaluate(

@@ -584,6 +584,10 @@ def test_held_bytes_choice_compiles_the_held_modules(chain, tmp_path):
          else out / "round-01" / f"tuned-seed{choice['chosen']}")
   a, b = np.load(src / "weights.npz"), np.load(out / "round-01" / "tuned" / "weights.npz")
   assert all(np.array_equal(a[k], b[k]) for k in a.files)
+  # The report says which tuning went on, and that the held modules chose it.
+  line = [x for x in probe_chain.policy_lines(data) if x.startswith("round-01:")][0]
+  assert line.endswith("; " + probe_chain.choice_text(choice))
+  assert "the 1 modules fine-tuning never saw (they chose its tunings): " in line
   with pytest.raises(ValueError, match="tune_select='held_bytes' is here"):
     probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "tune_select": "agreement"}))
   with pytest.raises(ValueError, match="none of its 3 is held out"):
