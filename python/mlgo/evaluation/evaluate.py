@@ -144,7 +144,8 @@ def evaluate(problem_name: str, corpus_dir, policy, output, split: str = "heldou
              plain_output=None, plain_stream=None, candidates=(), samples: int = 0,
              no_more_spill_code=None, modules=None) -> dict:
   """corpus_dir: a corpus, or a prepared corpus (llc problems prepare one if given a
-  corpus). modules (names): only these modules of the split (each must be in it). guarded: score guarded compiles of the policy (mlgo.env.guarded) instead of
+  corpus). modules (names): only these modules of the split, each of which must be in it.
+  guarded: score guarded compiles of the policy (mlgo.env.guarded) instead of
   the policy's own; with plain_output, the policy's own compiles (which a guarded
   compile makes anyway) are also evaluated, into that directory, printed to
   plain_stream, and their summary is returned under "plain". candidates (policy dirs)

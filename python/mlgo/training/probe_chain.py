@@ -687,13 +687,13 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     kept = [out / f"round-{k:02d}" / "probes"
             for k in range(max(1, r - cfg.probe_rounds_kept + 1), r + 1)]
 
-    def compiled_held_change(policy_dir, eval_dir):
-      """The held modules' change (%) compiled greedily by `policy_dir`; None if some
-      compile failed (the totals would cover different modules)."""
+    def compiled_held_change(policy_dir, eval_dir, over: set):
+      """The change (%) of the held modules in `over` compiled greedily by `policy_dir`;
+      None if one of them failed (the totals would cover different modules)."""
       evaluate(cfg.problem, cfg.corpus, policy_dir, eval_dir, split="train", jobs=cfg.jobs,
                timeout=cfg.timeout, stream=quiet, modules=sorted(held))
       sizes = module_scores(pathlib.Path(eval_dir) / "per_key.csv", "policy")
-      return held_change(sizes, defaults, held) if held <= set(sizes) else None
+      return held_change(sizes, defaults, over) if over <= set(sizes) else None
 
     def tune(p=policy, d=rdir, kept=kept, r=r):
       best = ([out / f"round-{k:02d}" / "probes" for k in range(1, r + 1)]
@@ -710,9 +710,10 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
                                          weighting=cfg.weighting_for(r), stream=quiet)
         tries[seed] = (m["before"]["heldout_probe"][0], m["after"]["heldout_probe"][0])
         text = f"held-out probe agreement {tries[seed][0]:.3f} -> {tries[seed][1]:.3f}"
-        if cfg.tune_select == "held_bytes":
-          tries[seed] = (held_change(probe_sizes(d / "probes"), defaults, held),
-                         compiled_held_change(td, d / f"held-seed{seed}"))
+        if cfg.tune_select == "held_bytes":  # over the held modules the probe round has
+          probed = probe_sizes(d / "probes")
+          tries[seed] = (held_change(probed, defaults, held),
+                         compiled_held_change(td, d / f"held-seed{seed}", held & set(probed)))
           shown = "a failed compile" if tries[seed][1] is None else f"{tries[seed][1]:+.2f}%"
           text += (f"; the {len(held)} held modules compiled: {tries[seed][0]:+.2f}% -> "
                    f"{shown}")
