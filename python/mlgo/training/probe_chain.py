@@ -606,7 +606,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     led.save()
     print(f"chain: {name}: training split {fig['change_pct']:+.2f}% "
           f"({fig['regressed']} of {fig['modules']} modules >1% bigger) at "
-          f"{fig['cpu_hours']:.2f} CPU-h{_held_text(fig, cfg.tune_select == 'held_bytes')}",
+          f"{fig['cpu_hours']:.2f} CPU-h{_held_text(fig, held_chose(led.data))}",
           file=stream, flush=True)
 
   # The default's size of every training module (evaluate's cache: usually no compile).
@@ -615,7 +615,8 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
       jobs=cfg.jobs, timeout=cfg.timeout, stream=quiet), cfg.jobs, stream)
   defaults = module_scores(out / "default-train" / "per_key.csv")
   held = held_modules(defaults)
-  if cfg.tune_select == "held_bytes" and not held:
+  by_held = held_chose(led.data)  # the round's tunings are chosen by the held modules' bytes
+  if by_held and not held:
     raise ValueError(f"{cfg.corpus}: tune_select=held_bytes compiles the training modules "
                      f"fine-tuning holds out (about 1 in 10, by name), and none of its "
                      f"{len(defaults)} is held out")
@@ -701,6 +702,9 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
       tries = {}
       # One tuning and no guard: it is the round's policy (written as "tuned" directly).
       choose = cfg.tune_seeds > 1 or cfg.tune_guard
+      if by_held:  # the probed policy's figure, over the held modules its probe round has
+        probed = probe_sizes(d / "probes")
+        probed_held, over = held_change(probed, defaults, held), held & set(probed)
       for seed in range(cfg.seed, cfg.seed + cfg.tune_seeds):
         td = d / (f"tuned-seed{seed}" if choose else "tuned")
         shutil.rmtree(td, ignore_errors=True)
@@ -710,10 +714,8 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
                                          weighting=cfg.weighting_for(r), stream=quiet)
         tries[seed] = (m["before"]["heldout_probe"][0], m["after"]["heldout_probe"][0])
         text = f"held-out probe agreement {tries[seed][0]:.3f} -> {tries[seed][1]:.3f}"
-        if cfg.tune_select == "held_bytes":  # over the held modules the probe round has
-          probed = probe_sizes(d / "probes")
-          tries[seed] = (held_change(probed, defaults, held),
-                         compiled_held_change(td, d / f"held-seed{seed}", held & set(probed)))
+        if by_held:
+          tries[seed] = (probed_held, compiled_held_change(td, d / f"held-seed{seed}", over))
           shown = "a failed compile" if tries[seed][1] is None else f"{tries[seed][1]:+.2f}%"
           text += (f"; the {len(held)} held modules compiled: {tries[seed][0]:+.2f}% -> "
                    f"{shown}")
@@ -721,7 +723,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
               file=stream, flush=True)
       if choose:
         choice = choose_tuning(tries, cfg.tune_guard, cfg.tune_select)
-        if cfg.tune_select == "held_bytes":
+        if by_held:
           choice["held_modules"] = len(held)
         src = p if choice["chosen"] == "probed" else d / f"tuned-seed{choice['chosen']}"
         files.replace_dir_with_copy(src, d / "tuned")
