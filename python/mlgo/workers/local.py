@@ -38,9 +38,16 @@ def _worker_main(conn, environ):
       out = (task_id, None, traceback.format_exc(), time.monotonic() - t0)
     try:
       conn.send(out)
+    except OSError:
+      # The pool's owner is gone (killed, or a paused run's SIGTERM): nobody is left to
+      # read the result; end quietly rather than print a traceback into its log.
+      return
     except Exception:  # pylint: disable=broad-except
-      conn.send((task_id, None, "result not picklable:\n" + traceback.format_exc(),
-                 time.monotonic() - t0))
+      try:
+        conn.send((task_id, None, "result not picklable:\n" + traceback.format_exc(),
+                   time.monotonic() - t0))
+      except OSError:
+        return
 
 
 class _Worker:

@@ -90,3 +90,28 @@ def test_workers_run_numpy_on_one_blas_thread():
                          "print(os.environ['OPENBLAS_NUM_THREADS'])"], env=env, check=True,
                         capture_output=True, text=True).stdout.strip()
   assert kept == "2"
+
+
+def test_worker_ends_quietly_when_its_pool_owner_is_killed(tmp_path):
+  """A run stopped with SIGTERM (a pause) leaves its workers mid-task: each must end
+  once its task is done, without a traceback in the run's log, when there is nobody
+  left to send the result to."""
+  marker = tmp_path / "worker.pid"
+  script = (
+      "import os, signal, threading, time\n"
+      "from mlgo.workers import ProcessPool\n"
+      "from mlgo.workers import testing as fns\n"
+      "pool = ProcessPool(1)\n"
+      f"pool.submit(fns.mark_then_sleep, {str(marker)!r}, 1.5)\n"
+      "threading.Thread(target=lambda: list(pool.results()), daemon=True).start()\n"
+      f"while not os.path.exists({str(marker)!r}): time.sleep(0.05)\n"
+      "os.kill(os.getpid(), signal.SIGTERM)\n")
+  import mlgo  # pylint: disable=import-outside-toplevel
+  env = dict(os.environ, PYTHONPATH=str(pathlib.Path(mlgo.__file__).parents[1]))
+  # stderr is shared with the worker: reading it to its end waits for the worker too.
+  run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                       text=True, timeout=60)
+  assert run.returncode == -15
+  worker = int(marker.read_text())
+  assert fns.wait_dead(worker)
+  assert "Traceback" not in run.stderr, run.stderr
