@@ -37,16 +37,14 @@ def main(argv=None) -> int:
                   help="defer where this scalar input is under VALUE (repeatable)")
   ap.add_argument("--output", required=True)
   a = ap.parse_args(argv)
+  from mlgo.policy import derived  # pylint: disable=import-outside-toplevel
   below = {}
   for item in a.below:
-    name, eq, value = item.partition("=")
     try:
-      below[name] = float(value)
-    except ValueError:
-      eq = ""
-    if not eq or not name:
-      ap.error(f"--below={item}: expected FEATURE=NUMBER, e.g. edge_count=32")
-  from mlgo.policy import derived  # pylint: disable=import-outside-toplevel
+      name, value = derived.parse_below_item(item)
+    except ValueError as e:
+      ap.error(f"--{e}")
+    below[name] = value
   src = policy_path(a.policy)
   try:
     pol = derived.with_deferral(src, user_path(a.output), a.margin, outside=a.outside,

@@ -6,9 +6,11 @@ policy), then rounds of rollout probes and fine-tuning, with a CPU-hour ledger.
       [--flips_per_compile=4] [--flip_compiles=C] [--anchors=current|best]
       [--weighting=module|module_or_bytes|SCHEDULE] [--tail_average=K]
       [--tune_seeds=N] [--tune_guard] [--tune_select=agreement|held_bytes]
+      [--defer=margin=0.4,outside=2,nonzero=FEATURE,below=FEATURE=N]
 A --start policy of a narrower problem (e.g. inlining_ir2vec for --problem=
 inlining_ir2vec_ctx) is widened first: zero weights on the new inputs, so it decides as
-before, with their normalization from a behavioral clone the chain makes.
+before, with their normalization from a behavioral clone the chain makes. With --defer the
+start leaves those decisions to clang (defer_policy's deferrals), and so does every round.
 Each round probes the current policy on the training split (several flips a compile,
 each credited by its own functions' measured sizes: mlgo.training.multi_flip) and
 fine-tunes it on the last two rounds' probes. The policy kept (DIR/policy) has the lowest
@@ -85,6 +87,11 @@ def main(argv=None):
                   help="what picks a round's tuning: the held-out probe agreement (free), or "
                   "held_bytes: each tuning compiled greedily on the modules fine-tuning "
                   "holds out, the smallest total goes on (counted in the round)")
+  ap.add_argument("--defer", default="",
+                  help="a deferral from the start on, in defer_policy's terms, comma-"
+                  "separated (e.g. margin=0.4,outside=2,nonzero=last_call_to_static_bonus,"
+                  "below=edge_count=32): clang makes those decisions in every round, "
+                  "probes never flip them, and each round's policy keeps the deferral")
   ap.add_argument("--max_regressed_pct", type=float, default=3.0,
                   help="selection: most %% of training modules >1%% bigger a kept policy has")
   ap.add_argument("--seed", type=int, default=0)
@@ -105,9 +112,13 @@ def main(argv=None):
       probe_rounds_kept=a.probe_rounds_kept, regression_penalty=a.regression_penalty,
       anchors=a.anchors, weighting=a.weighting, tail_average=a.tail_average,
       tune_seeds=a.tune_seeds, tune_guard=a.tune_guard, tune_select=a.tune_select,
-      max_regressed_pct=a.max_regressed_pct,
+      max_regressed_pct=a.max_regressed_pct, defer=a.defer,
       seed=a.seed, timeout=a.timeout)
-  probe_chain.run(cfg)
+  try:
+    probe_chain.run(cfg)
+  except ValueError as e:
+    print(f"probe_chain: error: {e}", file=sys.stderr)
+    return 1
   return 0
 
 

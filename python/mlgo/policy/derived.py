@@ -173,6 +173,41 @@ def _block_diagonal(blocks) -> np.ndarray:
   return big
 
 
+def parse_below_item(item: str) -> tuple[str, float]:
+  """"edge_count=32" -> ("edge_count", 32.0): one --below deferral, FEATURE=NUMBER."""
+  name, eq, value = str(item).partition("=")
+  try:
+    number = float(value)
+  except ValueError:
+    eq = ""
+  if not eq or not name:
+    raise ValueError(f"below={item}: expected FEATURE=NUMBER, e.g. edge_count=32")
+  return name, number
+
+
+def parse_deferral(text: str) -> dict:
+  """A deferral written as defer_policy's flags, comma-separated ("margin=0.4,outside=2,
+  nonzero=last_call_to_static_bonus,below=edge_count=32") -> with_deferral's keyword
+  arguments ({"margin", "outside", "nonzero", "below"}); "" is no deferral."""
+  out = {"margin": 0.0, "outside": 0.0, "nonzero": [], "below": {}}
+  for item in filter(None, (x.strip() for x in str(text).split(","))):
+    key, eq, value = item.partition("=")
+    if not eq or key not in out:
+      raise ValueError(f"deferral {text!r}: {item!r} is not margin=X, outside=F, "
+                       f"nonzero=FEATURE or below=FEATURE=NUMBER")
+    if key == "nonzero":
+      out["nonzero"].append(value)
+    elif key == "below":
+      name, number = parse_below_item(value)
+      out["below"][name] = number
+    else:
+      try:
+        out[key] = float(value)
+      except ValueError:
+        raise ValueError(f"deferral {text!r}: {key} needs a number, not {value!r}") from None
+  return out
+
+
 def with_deferral(policy_dir, output, margin: float, feature: str = "inlining_default",
                   saved_model: bool = True, outside: float = 0.0,
                   nonzero=(), below=None) -> Policy:

@@ -4,6 +4,7 @@ two multi-flip probe rounds): each policy's free training-split figure is the on
 evaluate gives, a rerun with more rounds adds only the new stages, a cut stage is
 counted and run again, a budget stops the rounds."""
 import csv
+import importlib.util
 import json
 import pathlib
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 from mlgo.evaluation.evaluate import evaluate
 from mlgo.policy import policy_io
-from mlgo.training import probe_chain, probe_tuning, testing
+from mlgo.training import probe_chain, probe_tuning, rollouts, testing
 from mlgo.util import cli
 
 PROGRAMS = sorted((pathlib.Path(__file__).parent / "programs").glob("*.c*"))
@@ -593,3 +594,39 @@ def test_held_bytes_choice_compiles_the_held_modules(chain, tmp_path):
   with pytest.raises(ValueError, match="none of its 3 is held out"):
     probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "corpus": str(chain[0]),
                                                "output": str(tmp_path / "none")}))
+
+
+def test_a_deferral_from_the_start_is_kept_and_never_probed(tmp_path, capsys):
+  """--defer: the clone is copied with the deferral, round 1 probes only the decisions
+  clang does not make (a sole call of a static function is clang's here), the tuned policy
+  keeps the deferral, and the chain refuses to resume with another one."""
+  corpus = testing.make_tiny_corpus(tmp_path / "corpus", PROGRAMS, llvm_version=22,
+                                    opt="Oz", heldout=("strings",))
+  defer = "nonzero=last_call_to_static_bonus"
+  cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(tmp_path / "out"), rounds=1,
+                                max_probes=8, trace_sampling=1.0, defer=defer)
+  data = probe_chain.run(cfg)
+  out = tmp_path / "out"
+  assert list(data["stages"])[:5] == ["default", "trace", "bc", "defer", "probe-1"]
+  want = {"margin": 0.0, "feature": "inlining_default", "nonzero": ["last_call_to_static_bonus"]}
+  assert "defer" not in policy_io.load_policy(out / "start-base").spec
+  assert policy_io.load_policy(out / "start").spec["defer"] == want
+  assert policy_io.load_policy(out / "round-01" / "tuned").spec["defer"] == want
+  store = rollouts.ProbeStore(out / "round-01" / "probes")
+  col = store.index["features"].index("last_call_to_static_bonus")
+  shards = list(store.shards())
+  anchors = np.concatenate([s["anchor_features"][:, col] for s in shards])
+  probes = np.concatenate([s["probe_features"][:, col] for s in shards])
+  assert (anchors != 0).sum() > 0 and len(probes) > 0   # there was something to leave out
+  assert not probes.any()
+  with pytest.raises(ValueError, match="defer='nonzero=last_call_to_static_bonus' is here"):
+    probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "defer": ""}))
+  # A deferral that cannot be read is refused before anything is made, naming the item.
+  spec = importlib.util.spec_from_file_location(
+      "probe_chain_tool", pathlib.Path(__file__).parents[3] / "tools" / "probe_chain.py")
+  tool = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(tool)
+  assert tool.main([f"--corpus={corpus}", f"--output={tmp_path / 'bad'}",
+                    "--defer=margin=0.4,sometimes=1"]) == 1
+  assert "'sometimes=1' is not margin=X" in capsys.readouterr().err
+  assert not (tmp_path / "bad").exists()
