@@ -44,6 +44,8 @@ def main(argv=None):
     state = (f"ended at {total:.2f} CPU-h, kept {data['selected']}" if data.get("selected")
              else "not ended" + (f" (last seen in stage {run['stage']})" if run else ""))
     print(f"== {label} ({d}): {state}")
+    if data.get("config", {}).get("defer"):  # every policy below leaves these to clang
+      print(f"  deferral from the start: {data['config']['defer']}")
     for line in probe_chain.policy_lines(data):
       print(f"  {line}")
     if a.largest > 0:
