@@ -6,7 +6,7 @@ policy), then rounds of rollout probes and fine-tuning, with a CPU-hour ledger.
       [--flips_per_compile=4] [--flip_compiles=C] [--anchors=current|best]
       [--weighting=module|module_or_bytes|SCHEDULE] [--tail_average=K]
       [--tune_seeds=N] [--tune_guard] [--tune_select=agreement|held_bytes]
-      [--defer=margin=0.4,outside=2,nonzero=FEATURE,below=FEATURE=N]
+      [--defer=margin=0.4,outside=2,nonzero=FEATURE,below=FEATURE=N] [--trace_sampling=0.25]
 A --start policy of a narrower problem (e.g. inlining_ir2vec for --problem=
 inlining_ir2vec_ctx) is widened first: zero weights on the new inputs, so it decides as
 before, with their normalization from a behavioral clone the chain makes. With --defer the
@@ -92,6 +92,10 @@ def main(argv=None):
                   "separated (e.g. margin=0.4,outside=2,nonzero=last_call_to_static_bonus,"
                   "below=edge_count=32): clang makes those decisions in every round, "
                   "probes never flip them, and each round's policy keeps the deferral")
+  ap.add_argument("--trace_sampling", type=float, default=0.25,
+                  help="the share of training modules whose default trace makes the clone; "
+                  "it also sets the range --defer's outside= measures against (1: the "
+                  "whole training split)")
   ap.add_argument("--max_regressed_pct", type=float, default=3.0,
                   help="selection: most %% of training modules >1%% bigger a kept policy has")
   ap.add_argument("--seed", type=int, default=0)
@@ -112,7 +116,7 @@ def main(argv=None):
       probe_rounds_kept=a.probe_rounds_kept, regression_penalty=a.regression_penalty,
       anchors=a.anchors, weighting=a.weighting, tail_average=a.tail_average,
       tune_seeds=a.tune_seeds, tune_guard=a.tune_guard, tune_select=a.tune_select,
-      max_regressed_pct=a.max_regressed_pct, defer=a.defer,
+      max_regressed_pct=a.max_regressed_pct, defer=a.defer, trace_sampling=a.trace_sampling,
       seed=a.seed, timeout=a.timeout)
   try:
     probe_chain.run(cfg)

@@ -637,4 +637,7 @@ def test_a_deferral_from_the_start_is_kept_and_never_probed(tmp_path, capsys):
   assert tool.main([f"--corpus={corpus}", f"--output={tmp_path / 'bad'}",
                     "--defer=margin=0.4,sometimes=1"]) == 1
   assert "'sometimes=1' is not margin=X" in capsys.readouterr().err
+  assert tool.main([f"--corpus={corpus}", f"--output={tmp_path / 'bad'}",
+                    "--trace_sampling=0"]) == 1
+  assert "trace_sampling: the share of training modules" in capsys.readouterr().err
   assert not (tmp_path / "bad").exists()
