@@ -37,6 +37,16 @@ def shipped_policy(name: str) -> pathlib.Path:
   return pathlib.Path(data_path(f"models/{name}/policy.json")).parent
 
 
+def tool_module(name: str):
+  """tools/NAME.py loaded as a module (runfiles or checkout): its main(argv) runs the tool
+  in the test's process, so its output reaches capsys."""
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  spec = importlib.util.spec_from_file_location(f"{name}_tool", data_path(f"tools/{name}.py"))
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod
+
+
 def program(name: str) -> str:
   """A project-written test program (testdata/programs/NAME)."""
   return data_path(f"testdata/programs/{name}")

@@ -2,7 +2,6 @@
 config-header stand-ins, include-dir guessing, and the baseline report."""
 import csv
 import json
-import os
 import pathlib
 import shutil
 import subprocess
@@ -14,25 +13,17 @@ from mlgo.corpus import baseline
 from mlgo.corpus import build
 from mlgo.corpus import source_tree
 from mlgo.corpus import sources
+from mlgo.training import testing
 from mlgo.util import toolchain as toolchain_lib
 
 TC = toolchain_lib.toolchain(22)
-
-
-def _tinypkg_root():
-  for base in [pathlib.Path(os.environ.get("TEST_SRCDIR", "/nonexistent")) / "__main__",
-               pathlib.Path(__file__).resolve().parents[3]]:
-    p = base / "testdata" / "corpus" / "tinypkg"
-    if p.is_dir():
-      return p
-  raise FileNotFoundError("testdata/corpus/tinypkg not found")
 
 
 def _cache_with_tinypkg(tmp_path) -> pathlib.Path:
   """A source cache where tinypkg is already downloaded and unpacked (as fetch_source
   leaves it), so make_corpus runs without apt."""
   cache = tmp_path / "sources"
-  shutil.copytree(_tinypkg_root(), cache / "tinypkg")
+  shutil.copytree(testing.data_path("testdata/corpus/tinypkg"), cache / "tinypkg")
   (cache / "tinypkg" / ".unpacked").write_text("tinypkg.dsc\n")
   return cache
 
@@ -241,18 +232,10 @@ def test_baseline_compile_failure_is_a_result(built, tmp_path):
 
 
 def test_baseline_report_tool(built, tmp_path, capsys):
-  import importlib.util
-  tool = None
-  for base in [pathlib.Path(os.environ.get("TEST_SRCDIR", "/nonexistent")) / "__main__",
-               pathlib.Path(__file__).resolve().parents[3]]:
-    if (base / "tools" / "baseline_report.py").exists():
-      tool = base / "tools" / "baseline_report.py"
-      break
-  if tool is None:
+  try:
+    mod = testing.tool_module("baseline_report")
+  except FileNotFoundError:
     pytest.skip("tools/baseline_report.py not in runfiles")
-  spec = importlib.util.spec_from_file_location("baseline_report_tool", tool)
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
   path, _ = built
   assert mod.main(["--corpus", str(path), "--output", str(tmp_path / "r"), "--jobs", "1"]) == 0
   out = capsys.readouterr().out

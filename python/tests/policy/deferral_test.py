@@ -11,6 +11,7 @@ from mlgo import env
 from mlgo.env.modules import module_from_source
 from mlgo.policy import derived, policy_io
 from mlgo.problems import get_problem
+from mlgo.training import testing
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 PROGRAMS = sorted((ROOT / "python" / "tests" / "training" / "programs").glob("*.c*"))
@@ -151,11 +152,7 @@ def test_below_deferral_refuses_bad_names_and_thresholds(tmp_path):
 
 
 def test_defer_policy_cli_parses_below(tmp_path, capsys):
-  import importlib.util  # pylint: disable=import-outside-toplevel
-  spec = importlib.util.spec_from_file_location("defer_policy",
-                                                ROOT / "tools" / "defer_policy.py")
-  tool = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(tool)
+  tool = testing.tool_module("defer_policy")
   src = str(ROOT / "models" / "inlining_oz_ir2vec")
   assert tool.main([f"--policy={src}", "--below=edge_count=64", "--margin=0.4",
                     f"--output={tmp_path / 'ok'}"]) == 0

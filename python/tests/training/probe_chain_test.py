@@ -4,7 +4,6 @@ two multi-flip probe rounds): each policy's free training-split figure is the on
 evaluate gives, a rerun with more rounds adds only the new stages, a cut stage is
 counted and run again, a budget stops the rounds."""
 import csv
-import importlib.util
 import json
 import pathlib
 import subprocess
@@ -596,15 +595,6 @@ def test_held_bytes_choice_compiles_the_held_modules(chain, tmp_path):
                                                "output": str(tmp_path / "none")}))
 
 
-def _tool(name):
-  """tools/NAME.py as a module (its main() runs the tool in this process)."""
-  spec = importlib.util.spec_from_file_location(
-      f"{name}_tool", pathlib.Path(__file__).parents[3] / "tools" / f"{name}.py")
-  tool = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(tool)
-  return tool
-
-
 def test_a_deferral_from_the_start_is_kept_and_never_probed(tmp_path, capsys):
   """--defer: the clone is copied with the deferral, round 1 probes only the decisions
   clang does not make (a sole call of a static function is clang's here), the tuned policy
@@ -630,10 +620,10 @@ def test_a_deferral_from_the_start_is_kept_and_never_probed(tmp_path, capsys):
   assert not probes.any()
   with pytest.raises(ValueError, match="defer='nonzero=last_call_to_static_bonus' is here"):
     probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "defer": ""}))
-  assert _tool("chain_report").main([str(out)]) == 0
+  assert testing.tool_module("chain_report").main([str(out)]) == 0
   assert f"deferral from the start: {defer}" in capsys.readouterr().out
   # A deferral that cannot be read is refused before anything is made, naming the item.
-  tool = _tool("probe_chain")
+  tool = testing.tool_module("probe_chain")
   assert tool.main([f"--corpus={corpus}", f"--output={tmp_path / 'bad'}",
                     "--defer=margin=0.4,sometimes=1"]) == 1
   assert "'sometimes=1' is not margin=X" in capsys.readouterr().err
