@@ -119,10 +119,11 @@ def main(argv=None):
       max_regressed_pct=a.max_regressed_pct, defer=a.defer, trace_sampling=a.trace_sampling,
       seed=a.seed, timeout=a.timeout)
   try:
-    probe_chain.run(cfg)
+    cfg.check()  # settings that cannot run: one line, nothing made
   except ValueError as e:
     print(f"probe_chain: error: {e}", file=sys.stderr)
     return 1
+  probe_chain.run(cfg)   # an error mid-chain keeps its traceback; the chain resumes
   return 0
 
 
