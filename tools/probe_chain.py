@@ -5,7 +5,7 @@ policy), then rounds of rollout probes and fine-tuning, with a CPU-hour ledger.
       [--ppo_iterations=N] [--rounds=6] [--cpu_hours=H] [--max_probes=16]
       [--flips_per_compile=4] [--flip_compiles=C] [--anchors=current|best]
       [--weighting=module|module_or_bytes|SCHEDULE] [--tail_average=K]
-      [--tune_seeds=N] [--tune_guard] [--tune_select=agreement|held_bytes]
+      [--tune_seeds=N] [--tune_guard] [--tune_select=agreement|held_bytes|held_capped]
       [--defer=margin=0.4,outside=2,nonzero=FEATURE,below=FEATURE=N] [--trace_sampling=0.25]
 A --start policy of a narrower problem (e.g. inlining_ir2vec for --problem=
 inlining_ir2vec_ctx) is widened first: zero weights on the new inputs, so it decides as
@@ -83,10 +83,12 @@ def main(argv=None):
   ap.add_argument("--tune_guard", action="store_true",
                   help="when no tuning beats the probed policy on that measure, the round "
                   "goes on with the probed policy")
-  ap.add_argument("--tune_select", choices=("agreement", "held_bytes"), default="agreement",
+  ap.add_argument("--tune_select", choices=("agreement", "held_bytes", "held_capped"),
+                  default="agreement",
                   help="what picks a round's tuning: the held-out probe agreement (free), or "
                   "held_bytes: each tuning compiled greedily on the modules fine-tuning "
-                  "holds out, the smallest total goes on (counted in the round)")
+                  "holds out, the smallest total goes on (counted in the round); "
+                  "held_capped: the same, no module weighing more than 5%% of their bytes")
   ap.add_argument("--defer", default="",
                   help="a deferral from the start on, in defer_policy's terms, comma-"
                   "separated (e.g. margin=0.4,outside=2,nonzero=last_call_to_static_bonus,"

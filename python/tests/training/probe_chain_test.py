@@ -408,6 +408,41 @@ def test_the_tuning_smallest_on_the_held_modules_goes_on():
     probe_chain.ChainConfig(corpus="c", output="o", tune_select="held_bytes").check()
 
 
+def test_the_capped_held_figure_lets_no_module_decide():
+  """held_change with a cap: one module of 47% of the held bytes (C25's fmtlib module)
+  weighs 5% of them, so a tuning that makes it 10% bigger and the 53 others 10% smaller
+  is smaller on the capped figure and bigger on the plain one; with no module above the
+  cap both figures are the same; modules outside `held` are not counted."""
+  defaults = {"big": 470.0, **{f"m{i}": 10.0 for i in range(53)}, "train": 99.0}
+  held = set(defaults) - {"train"}
+  probed = {**defaults, "big": 446.5, "train": 1.0}  # the big one 5% smaller
+  tuned = {"big": 517.0, **{f"m{i}": 9.0 for i in range(53)}, "train": 500.0}
+  assert probe_chain.held_change(probed, defaults, held) == pytest.approx(-2.35)
+  assert probe_chain.held_change(tuned, defaults, held) == pytest.approx(-0.6)
+  cap = probe_chain.HELD_CAP
+  assert cap == 0.05
+  # Weights: big 50 (5% of 1000), each other module 10: (50 x -5%) / 580, (50 x 10% +
+  # 530 x -10%) / 580.
+  assert probe_chain.held_change(probed, defaults, held, cap) == pytest.approx(-250 / 580)
+  assert probe_chain.held_change(tuned, defaults, held, cap) == pytest.approx(-4800 / 580)
+  tries = {7: (probe_chain.held_change(probed, defaults, held),
+               probe_chain.held_change(tuned, defaults, held))}
+  assert probe_chain.choose_tuning(tries, True, "held_bytes")["chosen"] == "probed"
+  capped = {7: (probe_chain.held_change(probed, defaults, held, cap),
+                probe_chain.held_change(tuned, defaults, held, cap))}
+  choice = probe_chain.choose_tuning(capped, True, "held_capped")
+  assert choice["chosen"] == 7 and choice["by"] == "held_capped"
+  assert probe_chain.choice_text({**choice, "held_modules": 54}) == (
+      "the tuning of seed 7, the smallest of 1 on the 54 held modules compiled, none "
+      "weighing more than 5% (-0.43% -> -8.28%)")
+  even = {f"e{i}": 100.0 + i for i in range(25)}  # the largest is 124 of 2800 (4.4%)
+  half = {m: v * (0.5 if i % 2 else 1.1) for i, (m, v) in enumerate(even.items())}
+  assert probe_chain.held_change(half, even, set(even), cap) == pytest.approx(
+      probe_chain.held_change(half, even, set(even)))
+  with pytest.raises(ValueError, match="no module has both"):
+    probe_chain.held_change({"x": 1.0}, even, {"x"}, cap)
+
+
 def test_weighting_schedule_is_one_a_round_the_last_repeating():
   cfg = probe_chain.ChainConfig(corpus="c", output="o", weighting="module_or_bytes*2,module")
   cfg.check()
@@ -549,26 +584,28 @@ def test_several_tunings_a_round_and_the_best_agreeing_goes_on(chain, tmp_path, 
     probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "tune_seeds": 3}))
 
 
-def test_held_bytes_choice_compiles_the_held_modules(chain, tmp_path):
-  """--tune_select=held_bytes on a real chain: each tuning is compiled on the modules
-  fine-tuning holds out (here matrix/v2 of a three-variant corpus), its figure is the one a
-  plain evaluate of that tuning gives, the probed policy's comes from its probe round, and
-  the round's policy is the smallest (exactly its weights). A corpus with no held module
-  is refused before anything is probed."""
+@pytest.mark.parametrize("select", ["held_bytes", "held_capped"])
+def test_held_bytes_choice_compiles_the_held_modules(chain, tmp_path, select):
+  """--tune_select=held_bytes (or held_capped: with one held module, the same figure) on a
+  real chain: each tuning is compiled on the modules fine-tuning holds out (here matrix/v2
+  of a three-variant corpus), its figure is the one a plain evaluate of that tuning gives,
+  the probed policy's comes from its probe round, and the round's policy is the smallest
+  (exactly its weights). A corpus with no held module is refused before anything is
+  probed."""
   _, root, _, _ = chain
   corpus = testing.make_tiny_corpus(tmp_path / "corpus", PROGRAMS, llvm_version=22,
                                     opt="Oz", heldout=("strings",), variants=3)
   out = tmp_path / "held"
   cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(out),
                                 start=str(root / "out" / "start"), rounds=1, max_probes=8,
-                                tune_seeds=2, tune_guard=True, tune_select="held_bytes")
+                                tune_seeds=2, tune_guard=True, tune_select=select)
   data = probe_chain.run(cfg)
   defaults = probe_chain.module_scores(out / "default-train" / "per_key.csv")
   held = probe_chain.held_modules(defaults)
   assert held == {"matrix/v2"}
   choice = json.loads((out / "round-01" / "tune_choice.json").read_text())
   assert choice == data["tune_choice"]["round-01"]
-  assert choice["by"] == "held_bytes" and choice["held_modules"] == 1
+  assert choice["by"] == select and choice["held_modules"] == 1
   probed = probe_chain.probe_sizes(out / "round-01" / "probes")
   assert choice["before"] == pytest.approx(
       100.0 * (probed["matrix/v2"] / defaults["matrix/v2"] - 1.0))
@@ -579,7 +616,7 @@ def test_held_bytes_choice_compiles_the_held_modules(chain, tmp_path):
     size = _per_module(tmp_path / f"eval{seed}" / "per_key.csv")["matrix/v2"]
     tries[seed] = (choice["before"], 100.0 * (size / defaults["matrix/v2"] - 1.0))
     assert choice["after"][str(seed)] == pytest.approx(tries[seed][1])
-  assert choice == {**probe_chain.choose_tuning(tries, True, "held_bytes"), "held_modules": 1}
+  assert choice == {**probe_chain.choose_tuning(tries, True, select), "held_modules": 1}
   src = (out / "start" if choice["chosen"] == "probed"
          else out / "round-01" / f"tuned-seed{choice['chosen']}")
   a, b = np.load(src / "weights.npz"), np.load(out / "round-01" / "tuned" / "weights.npz")
@@ -588,9 +625,9 @@ def test_held_bytes_choice_compiles_the_held_modules(chain, tmp_path):
   line = [x for x in probe_chain.policy_lines(data) if x.startswith("round-01:")][0]
   assert line.endswith("; " + probe_chain.choice_text(choice))
   assert "the 1 modules fine-tuning never saw (they chose its tunings): " in line
-  with pytest.raises(ValueError, match="tune_select='held_bytes' is here"):
+  with pytest.raises(ValueError, match=f"tune_select='{select}' is here"):
     probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "tune_select": "agreement"}))
-  with pytest.raises(ValueError, match="none of its 3 is held out"):
+  with pytest.raises(ValueError, match=f"tune_select={select} .* none of its 3 is held out"):
     probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "corpus": str(chain[0]),
                                                "output": str(tmp_path / "none")}))
 
