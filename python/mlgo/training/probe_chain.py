@@ -321,7 +321,7 @@ def held_change(sizes: dict, defaults: dict, held: set, cap: float | None = None
   sub = {m: v for m, v in sizes.items() if m in held}
   if cap is None:
     return split_figure(sub, defaults)["change_pct"]
-  common = [m for m in sub if m in defaults]
+  common = [m for m in sub if defaults.get(m, 0.0) > 0.0]  # an empty module weighs 0
   if not common:
     raise ValueError("no module has both a policy and a default size")
   most = cap * sum(defaults[m] for m in common)

@@ -439,6 +439,10 @@ def test_the_capped_held_figure_lets_no_module_decide():
   half = {m: v * (0.5 if i % 2 else 1.1) for i, (m, v) in enumerate(even.items())}
   assert probe_chain.held_change(half, even, set(even), cap) == pytest.approx(
       probe_chain.held_change(half, even, set(even)))
+  # A module with no default bytes weighs nothing (and divides nothing).
+  assert probe_chain.held_change({**half, "empty": 5.0}, {**even, "empty": 0.0},
+                                 {*even, "empty"}, cap) == pytest.approx(
+      probe_chain.held_change(half, even, set(even), cap))
   with pytest.raises(ValueError, match="no module has both"):
     probe_chain.held_change({"x": 1.0}, even, {"x"}, cap)
 
