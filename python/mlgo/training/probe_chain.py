@@ -45,6 +45,10 @@ from mlgo.problems import get_problem
 from mlgo.util import files
 
 HEARTBEAT_S = 30.0
+# The probed policy's greedy compiles (rollouts.GreedyCache): a round whose guard kept its
+# probed policy probes it again with new seeds and needs only the flip compiles (stop 95:
+# C26's rounds 6-10 re-probed one policy, 40% of its budget, each greedy compile again).
+GREEDY_CACHE = "greedy-cache"
 
 
 @dataclasses.dataclass
@@ -732,7 +736,8 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
         random_fraction=cfg.random_fraction, jobs=cfg.jobs, timeout=cfg.timeout,
         seed=cfg.seed + r, credit_kind=cfg.credit,
         flips_per_compile=cfg.flips_per_compile, flip_compiles=cfg.flip_compiles,
-        default_sizes=defaults, stream=stream), cfg.jobs, stream)
+        default_sizes=defaults, greedy_cache=out / GREEDY_CACHE, stream=stream),
+        cfg.jobs, stream)
     if name not in led.data["policies"]:
       measure(name, probe_sizes(rdir / "probes"), r - 1)
     kept = [out / f"round-{k:02d}" / "probes"
@@ -791,6 +796,8 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     policy, name = nxt, f"round-{r:02d}"
     dirs[name] = policy
     led.data["made_at"].setdefault(name, led.cpu_hours())
+
+  shutil.rmtree(out / GREEDY_CACHE, ignore_errors=True)  # only the rounds reuse it
 
   def evaluate_and_measure(name, policy_dir, round_no):
     """A policy no probe round compiled greedily: its own training-split evaluation (a

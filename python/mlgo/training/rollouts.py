@@ -24,7 +24,12 @@ them with more features, probe_tuning fine-tunes a policy on them. The store's
   probe_corpus(...)   -> DIR/probes-NNNNN.npz shards + DIR/index.json (resumable)
 """
 import hashlib
+import json
 import math
+import os
+import pathlib
+import pickle
+import shutil
 import sys
 import time
 
@@ -92,9 +97,65 @@ def probe_budget(decisions: int, max_probes: int, per_compile: int = 1) -> int:
                  max(4, math.ceil(per_compile * math.sqrt(decisions) / 2))))
 
 
+def policy_digest(spec: dict, weights: dict) -> str:
+  """A digest of a policy's spec and weights: two dirs holding the same policy (a chain
+  round whose guard kept its probed policy goes on with a copy) share it."""
+  h = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode())
+  for k in sorted(weights):
+    a = np.ascontiguousarray(weights[k])
+    h.update(f"{k}:{a.dtype}:{a.shape}".encode())
+    h.update(a.tobytes())
+  return h.hexdigest()[:20]
+
+
+class GreedyCache:
+  """The greedy compiles of one policy, one pickled CompileResult a module, in
+  DIR/<policy digest>/: a greedy compile is deterministic (the flips' determinism check
+  relies on it), so probing the same policy again with new seeds needs only the flip
+  compiles. Keyed within the digest by the module's bitcode and flags, the LLVM version
+  and the annotator kind. Only good compiles are kept; an unreadable entry is compiled
+  again. Opening it for a policy removes the other digests' dirs (one policy's compiles
+  at a time: a chain probes a policy again only while its guard keeps it)."""
+
+  def __init__(self, root, spec: dict, weights: dict):
+    root = pathlib.Path(root)
+    self.dir = root / policy_digest(spec, weights)
+    if root.is_dir():
+      for d in root.iterdir():
+        if d != self.dir and len(d.name) == 20 and all(c in "0123456789abcdef" for c in d.name):
+          shutil.rmtree(d, ignore_errors=True)
+    self.dir.mkdir(parents=True, exist_ok=True)
+
+  @staticmethod
+  def path(cache_dir, module, problem_name: str, llvm_version: int, annotator) -> pathlib.Path:
+    from mlgo.evaluation.evaluate import cache_key  # pylint: disable=import-outside-toplevel
+    # The annotator's state too (an IR2Native annotator carries its model).
+    kind = (f"{type(annotator).__module__}.{type(annotator).__name__}:"
+            f"{hashlib.sha1(pickle.dumps(annotator)).hexdigest()}" if annotator else "none")
+    h = hashlib.sha1(f"{cache_key(module, problem_name, llvm_version)}:{kind}".encode())
+    return pathlib.Path(cache_dir) / f"{h.hexdigest()}.pkl"
+
+  @staticmethod
+  def load(path):
+    try:
+      with open(path, "rb") as f:
+        got = pickle.load(f)
+      return got if getattr(got, "ok", False) else None
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError):
+      return None
+
+  @staticmethod
+  def store(path, result):
+    tmp = pathlib.Path(f"{path}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+      pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)
+
+
 def probe_module(module, spec: dict, weights: dict, max_probes: int, random_fraction: float,
                  anchors: int, llvm_version: int, timeout: float, seed: int,
-                 annotator=None, flips_per_compile: int = 1, flip_compiles: int = 0):
+                 annotator=None, flips_per_compile: int = 1, flip_compiles: int = 0,
+                 greedy_cache=None):
   """Runs in a worker: one greedy compile and its flip probes. Returns a dict of arrays
   (or {"failed": reason} when the greedy compile itself fails). With a credit annotator
   (mlgo.credit), each probe also gets the credit's predicted size change of its flip
@@ -120,12 +181,18 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
     return float(sum(per_key.values())), per_key
 
   policy = policy_io.Policy(spec, weights, greedy=True)
-  t0 = time.monotonic()
-  base = env.compile_module(module, problem, policy, llvm_version=llvm_version,
-                            timeout=timeout, annotator=annotator)
-  base_seconds = time.monotonic() - t0
-  if not base.ok:
-    return {"failed": f"greedy compile: {base.reason}"}
+  kept = (GreedyCache.path(greedy_cache, module, problem.name, llvm_version, annotator)
+          if greedy_cache else None)
+  base = GreedyCache.load(kept) if kept else None
+  reused = base is not None
+  if not reused:
+    base = env.compile_module(module, problem, policy, llvm_version=llvm_version,
+                              timeout=timeout, annotator=annotator)
+    if not base.ok:
+      return {"failed": f"greedy compile: {base.reason}"}
+    if kept:
+      GreedyCache.store(kept, base)
+  base_seconds = base.seconds
   names = policy.input_names
   # Every decision of the compile in order: one trajectory per function (eviction) or
   # one for the module (inlining); FlipPolicy counts decisions the same way.
@@ -224,7 +291,7 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
           "probe_alternatives": alts[pos], "probe_sizes": sizes,
           "probe_key_base": key_base, "probe_key_scores": key_scores,
           "mismatch": mismatch, "anchor_features": feats[take], "anchor_actions": actions[take],
-          "failures": failures}
+          "failures": failures, "greedy_reused": reused}
 
 
 def credit_agreement(store) -> dict:
@@ -284,7 +351,8 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
                  timeout: float = 300.0, seed: int = 0, pool: str | None = None,
                  credit_model: str | None = None, credit_kind: str = "ir2native",
                  flips_per_compile: int = 1, flip_compiles: int = 0,
-                 default_sizes: dict | None = None, stream=sys.stderr) -> dict:
+                 default_sizes: dict | None = None, greedy_cache=None,
+                 stream=sys.stderr) -> dict:
   """Probes every module of `split` (or a seeded sample of `max_modules`) with the
   greedy policy of `policy_dir`. Failed or hung compiles are skipped and counted.
   credit_model: an IR2Native model dir; the probes then also measure how well its
@@ -299,7 +367,10 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   default_sizes (module -> the default heuristic's size): the progress line and the
   stats then also give the greedy policy's running change against the default, over
   the modules done so far (resumed ones included): the figure a probe chain reads for
-  this policy once the round ends."""
+  this policy once the round ends.
+  greedy_cache: a dir (GreedyCache) keeping this policy's greedy compiles for the next
+  probe of the same policy, which then reuses them (stats "greedy_reused"; the
+  compiles counted are the ones made)."""
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
   from mlgo.env import work  # pylint: disable=import-outside-toplevel
   from mlgo.util.progress import Progress  # pylint: disable=import-outside-toplevel
@@ -344,14 +415,16 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
       greedy.add(name, float(v["base_size"]))
   stats = {"modules": 0, "failed": 0, "unusable": len(getattr(corpus, "problems", [])),
            "probes": 0, "better": 0, "worse": 0, "same": 0, "mismatch": 0,
-           "probe_failures": 0, "compiles": 0}
+           "probe_failures": 0, "compiles": 0, "greedy_reused": 0}
+  cache_dir = (str(GreedyCache(greedy_cache, policy.spec, policy.arch.w).dir)
+               if greedy_cache else None)
   groups = []   # (summed credits, measured module change, flips) of multi-flip compiles
   t0 = time.monotonic()
   with make_pool(pool, jobs) as p:
     for m in todo:
       p.submit(probe_module, m, policy.spec, policy.arch.w, max_probes, random_fraction,
                anchors, corpus.llvm_version, timeout, seed, annotator, flips_per_compile,
-               flip_compiles)
+               flip_compiles, cache_dir)
     for r in p.results():
       name = r.item[0].name
       if not r.ok or "failed" in (r.value or {}):
@@ -371,8 +444,9 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
       stats["mismatch"] += int(rec["mismatch"].sum())
       stats["probe_failures"] += len(rec["failures"])
       groups += rec["groups_measured"]
-      stats["compiles"] += 1 + (len(rec["groups_measured"]) if flips_per_compile > 1
-                                else len(rec["positions"]))
+      stats["greedy_reused"] += int(rec["greedy_reused"])
+      stats["compiles"] += (0 if rec["greedy_reused"] else 1) + (
+          len(rec["groups_measured"]) if flips_per_compile > 1 else len(rec["positions"]))
       store.add(rec)
       if len(store.pending) >= 25:
         store.flush()

@@ -102,6 +102,13 @@ def probed(tmp_path_factory):
   stats["packed"] = rollouts.probe_corpus(corpus, _oz(), root / "packed", split="all",
                                           anchors=20, jobs=2, flips_per_compile=16,
                                           flip_compiles=2, credit_kind="function_size")
+  # The same policy probed twice through a greedy-compile cache (a chain's stalled round):
+  # seed 1 fills it, seed 0 reuses it; a stale policy's dir is removed on the way.
+  packed = {"anchors": 20, "jobs": 2, "flips_per_compile": 16, "flip_compiles": 2,
+            "credit_kind": "function_size", "greedy_cache": root / "gc", "split": "all"}
+  stats["fill"] = rollouts.probe_corpus(corpus, _oz(), root / "fill", seed=1, **packed)
+  (root / "gc" / ("0" * 20)).mkdir()
+  stats["reuse"] = rollouts.probe_corpus(corpus, _oz(), root / "reuse", seed=0, **packed)
   return corpus, root, stats
 
 
@@ -159,6 +166,40 @@ def test_packed_compiles_fixed_flips_many(probed):
   done = [p for p in _probes(root / "packed").values() if not p["mismatch"]]
   assert len(done) >= 0.7 * packed["probes"] > 0
   assert all(p["attributed"] for p in done)
+
+
+def test_greedy_cache_reused_same_probes(probed):
+  """A second probe of one policy reads its greedy compiles back and probes exactly as a
+  probe without the cache does, with one compile a module fewer."""
+  _, root, stats = probed
+  fill, reuse, plain = stats["fill"], stats["reuse"], stats["packed"]
+  assert fill["greedy_reused"] == 0 and fill["modules"] == 4
+  assert reuse["greedy_reused"] == 4 and reuse["failed"] == 0
+  assert reuse["compiles"] == plain["compiles"] - 4
+  got, want = list(rollouts.ProbeStore(root / "reuse").shards()), \
+      list(rollouts.ProbeStore(root / "packed").shards())
+  assert len(got) == len(want) == 1
+  for key in ("module_names", "base_size", "positions", "probe_sizes", "probe_features",
+              "probe_actions", "mismatch", "anchor_features", "anchor_actions"):
+    np.testing.assert_array_equal(got[0][key], want[0][key], err_msg=key)
+  # One policy's compiles kept: the stale digest's dir is gone, this one's has 4 modules.
+  kept = [d for d in (root / "gc").iterdir()]
+  assert len(kept) == 1 and len(list(kept[0].glob("*.pkl"))) == 4
+  # An unreadable entry is compiled again, not trusted.
+  victim = sorted(kept[0].glob("*.pkl"))[0]
+  victim.write_bytes(b"garbage")
+  assert rollouts.GreedyCache.load(victim) is None
+
+
+def test_policy_digest_follows_weights(tmp_path):
+  pol = policy_io.load_policy(_oz())
+  same = policy_io.load_policy(_oz())
+  assert rollouts.policy_digest(pol.spec, pol.arch.w) == \
+      rollouts.policy_digest(same.spec, same.arch.w)
+  w = {k: np.array(v, copy=True) for k, v in pol.arch.w.items()}
+  k = sorted(w)[0]
+  w[k].flat[0] += 1e-3
+  assert rollouts.policy_digest(pol.spec, w) != rollouts.policy_digest(pol.spec, pol.arch.w)
 
 
 def test_a_compile_reproduced(probed):

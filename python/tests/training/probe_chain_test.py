@@ -6,7 +6,9 @@ counted and run again, a budget stops the rounds."""
 import csv
 import json
 import pathlib
+import re
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -550,20 +552,26 @@ def test_ppo_stage_between_start_and_rounds(tmp_path):
 
 @pytest.mark.parametrize("seeds,rounds", [(2, 2), (1, 1)])
 def test_several_tunings_a_round_and_the_best_agreeing_goes_on(chain, tmp_path, seeds,
-                                                                rounds):
+                                                                rounds, capsys):
   """--tune_seeds=2 --tune_guard: each round fine-tunes with seeds 0 and 1; the round's
   policy is the tuning whose held-out probe agreement is highest (its weights exactly),
   or the probed policy's if neither raised it; the choice is in the round dir and the
   ledger; another tune_seeds is refused in the same dir. With one seed, the guard alone
-  (the tuning kept beside the round's policy)."""
+  (the tuning kept beside the round's policy). A round after one that kept its probed
+  policy reuses that policy's greedy compiles (and only then); the cache is gone after."""
   corpus, root, _, _ = chain
   out = tmp_path / "seeds"
   cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(out),
                                 start=str(root / "out" / "start"), rounds=rounds,
                                 max_probes=8, tune_seeds=seeds, tune_guard=True)
-  data = probe_chain.run(cfg)
+  data = probe_chain.run(cfg, stream=sys.stderr)  # the captured stderr
+  reused = [re.search(r" modules=(\d+) .* greedy_reused=(\d+)", x).groups()
+            for x in capsys.readouterr().err.splitlines() if x.startswith("rollout probes: modules=")]
+  assert len(reused) == rounds and not (out / probe_chain.GREEDY_CACHE).exists()
   probed = out / "start"
-  for r in [f"round-{k:02d}" for k in range(1, rounds + 1)]:
+  for k, r in enumerate([f"round-{k:02d}" for k in range(1, rounds + 1)]):
+    again = k > 0 and data["tune_choice"][f"round-{k:02d}"]["chosen"] == "probed"
+    assert int(reused[k][1]) == (int(reused[k][0]) if again else 0), (r, reused)
     tries = {}
     for seed in range(seeds):
       m = json.loads((out / r / f"tuned-seed{seed}" / "probe_metrics.json").read_text())
