@@ -141,7 +141,8 @@ class GreedyCache:
       with open(path, "rb") as f:
         got = pickle.load(f)
       return got if getattr(got, "ok", False) else None
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError):
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError,
+            ImportError, IndexError, TypeError):  # cut, garbage, or from older code
       return None
 
   @staticmethod
