@@ -566,12 +566,15 @@ def test_several_tunings_a_round_and_the_best_agreeing_goes_on(chain, tmp_path, 
                                 max_probes=8, tune_seeds=seeds, tune_guard=True)
   data = probe_chain.run(cfg, stream=sys.stderr)  # the captured stderr
   reused = [re.search(r" modules=(\d+) .* greedy_reused=(\d+)", x).groups()
-            for x in capsys.readouterr().err.splitlines() if x.startswith("rollout probes: modules=")]
+            for x in capsys.readouterr().err.splitlines()
+            if x.startswith("rollout probes: modules=")]  # one line a probe round
   assert len(reused) == rounds and not (out / probe_chain.GREEDY_CACHE).exists()
   probed = out / "start"
-  for k, r in enumerate([f"round-{k:02d}" for k in range(1, rounds + 1)]):
-    again = k > 0 and data["tune_choice"][f"round-{k:02d}"]["chosen"] == "probed"
-    assert int(reused[k][1]) == (int(reused[k][0]) if again else 0), (r, reused)
+  for n in range(1, rounds + 1):
+    r = f"round-{n:02d}"
+    # Round n probes round n-1's policy: the same weights when n-1 kept its probed one.
+    again = n > 1 and data["tune_choice"][f"round-{n - 1:02d}"]["chosen"] == "probed"
+    assert int(reused[n - 1][1]) == (int(reused[n - 1][0]) if again else 0), (r, reused)
     tries = {}
     for seed in range(seeds):
       m = json.loads((out / r / f"tuned-seed{seed}" / "probe_metrics.json").read_text())
