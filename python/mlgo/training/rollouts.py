@@ -97,10 +97,14 @@ def probe_budget(decisions: int, max_probes: int, per_compile: int = 1) -> int:
                  max(4, math.ceil(per_compile * math.sqrt(decisions) / 2))))
 
 
-def policy_digest(spec: dict, weights: dict) -> str:
+def policy_digest(spec: dict, weights: dict, annotator=None) -> str:
   """A digest of a policy's spec and weights: two dirs holding the same policy (a chain
-  round whose guard kept its probed policy goes on with a copy) share it."""
+  round whose guard kept its probed policy goes on with a copy) share it. With a credit
+  annotator, its kind and state too (an IR2Native annotator carries its model)."""
   h = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode())
+  if annotator is not None:
+    h.update(f"{type(annotator).__module__}.{type(annotator).__name__}".encode())
+    h.update(pickle.dumps(annotator))
   for k in sorted(weights):
     a = np.ascontiguousarray(weights[k])
     h.update(f"{k}:{a.dtype}:{a.shape}".encode())
@@ -110,16 +114,16 @@ def policy_digest(spec: dict, weights: dict) -> str:
 
 class GreedyCache:
   """The greedy compiles of one policy, one pickled CompileResult a module, in
-  DIR/<policy digest>/: a greedy compile is deterministic (the flips' determinism check
-  relies on it), so probing the same policy again with new seeds needs only the flip
-  compiles. Keyed within the digest by the module's bitcode and flags, the LLVM version
-  and the annotator kind. Only good compiles are kept; an unreadable entry is compiled
+  DIR/<digest of the policy and annotator>/: a greedy compile is deterministic (the flips'
+  determinism check relies on it), so probing the same policy again with new seeds needs
+  only the flip compiles. Keyed within the digest by the module's bitcode and flags and
+  the LLVM version. Only good compiles are kept; an unreadable entry is compiled
   again. Opening it for a policy removes the other digests' dirs (one policy's compiles
   at a time: a chain probes a policy again only while its guard keeps it)."""
 
-  def __init__(self, root, spec: dict, weights: dict):
+  def __init__(self, root, spec: dict, weights: dict, annotator=None):
     root = pathlib.Path(root)
-    self.dir = root / policy_digest(spec, weights)
+    self.dir = root / policy_digest(spec, weights, annotator)
     if root.is_dir():
       for d in root.iterdir():
         if d != self.dir and len(d.name) == 20 and all(c in "0123456789abcdef" for c in d.name):
@@ -127,13 +131,9 @@ class GreedyCache:
     self.dir.mkdir(parents=True, exist_ok=True)
 
   @staticmethod
-  def path(cache_dir, module, problem_name: str, llvm_version: int, annotator) -> pathlib.Path:
+  def path(cache_dir, module, problem_name: str, llvm_version: int) -> pathlib.Path:
     from mlgo.evaluation.evaluate import cache_key  # pylint: disable=import-outside-toplevel
-    # The annotator's state too (an IR2Native annotator carries its model).
-    kind = (f"{type(annotator).__module__}.{type(annotator).__name__}:"
-            f"{hashlib.sha1(pickle.dumps(annotator)).hexdigest()}" if annotator else "none")
-    h = hashlib.sha1(f"{cache_key(module, problem_name, llvm_version)}:{kind}".encode())
-    return pathlib.Path(cache_dir) / f"{h.hexdigest()}.pkl"
+    return pathlib.Path(cache_dir) / f"{cache_key(module, problem_name, llvm_version)}.pkl"
 
   @staticmethod
   def load(path):
@@ -182,7 +182,7 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
     return float(sum(per_key.values())), per_key
 
   policy = policy_io.Policy(spec, weights, greedy=True)
-  kept = (GreedyCache.path(greedy_cache, module, problem.name, llvm_version, annotator)
+  kept = (GreedyCache.path(greedy_cache, module, problem.name, llvm_version)
           if greedy_cache else None)
   base = GreedyCache.load(kept) if kept else None
   reused = base is not None
@@ -417,7 +417,7 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   stats = {"modules": 0, "failed": 0, "unusable": len(getattr(corpus, "problems", [])),
            "probes": 0, "better": 0, "worse": 0, "same": 0, "mismatch": 0,
            "probe_failures": 0, "compiles": 0, "greedy_reused": 0}
-  cache_dir = (str(GreedyCache(greedy_cache, policy.spec, policy.arch.w).dir)
+  cache_dir = (str(GreedyCache(greedy_cache, policy.spec, policy.arch.w, annotator).dir)
                if greedy_cache else None)
   groups = []   # (summed credits, measured module change, flips) of multi-flip compiles
   t0 = time.monotonic()

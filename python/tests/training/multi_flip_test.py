@@ -212,6 +212,9 @@ def test_policy_digest_follows_weights(tmp_path):
   k = sorted(w)[0]
   w[k].flat[0] += 1e-3
   assert rollouts.policy_digest(pol.spec, w) != rollouts.policy_digest(pol.spec, pol.arch.w)
+  # Compiles annotated for a credit are kept apart from plain ones.
+  assert rollouts.policy_digest(pol.spec, pol.arch.w, function_size.Annotator()) != \
+      rollouts.policy_digest(pol.spec, pol.arch.w)
 
 
 def test_a_compile_reproduced(probed):
