@@ -7,6 +7,7 @@ import csv
 import json
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -180,6 +181,25 @@ def test_chain_runs_clone_and_rounds(chain):
     assert sizes is not None and sum(sizes.values()) == fig["policy"]
     assert "held" in fig
     assert fig["held"] == probe_chain.split_figure(sizes, defaults, held)["held"]
+
+
+def test_a_copy_of_a_probed_policy_has_that_probe_rounds_sizes(chain, tmp_path):
+  """A last round whose guard kept its probed policy is a copy in another dir: the same
+  weights find the probe round that compiled them (round 1 probed the start), other
+  weights or an incomplete round find nothing."""
+  _, root, _, _ = chain
+  out = root / "out"
+  copy = tmp_path / "copy"
+  shutil.copytree(out / "start", copy)
+  want = probe_chain.probe_sizes(out / "round-01" / "probes")
+  assert probe_chain.reprobed_sizes(out, copy) == want
+  assert probe_chain.measured_sizes(out, "copy", copy) == want
+  assert probe_chain.reprobed_sizes(out, copy, complete={2}) is None  # round 2: round 1's
+  w = dict(np.load(copy / "weights.npz"))
+  k = sorted(w)[0]
+  w[k] = w[k] + 1.0
+  np.savez(copy / "weights.npz", **w)
+  assert probe_chain.reprobed_sizes(out, copy) is None
 
 
 def test_report_reads_a_chain_without_writing_it(chain, tmp_path, monkeypatch):
@@ -587,6 +607,11 @@ def test_several_tunings_a_round_and_the_best_agreeing_goes_on(chain, tmp_path, 
     assert sorted(a.files) == sorted(b.files)
     assert all(np.array_equal(a[k], b[k]) for k in a.files)
     probed = out / r / "tuned"  # the next round probes this round's policy
+    if n == rounds:  # a last round that kept its probed policy has that probe's figure
+      prev = "start" if n == 1 else f"round-{n - 1:02d}"
+      assert (f"evaluate-{r}" in data["stages"]) == (want["chosen"] != "probed")
+      if want["chosen"] == "probed":
+        assert data["policies"][r]["policy"] == data["policies"][prev]["policy"]
     line = [x for x in probe_chain.policy_lines(data) if x.startswith(f"{r}:")][0]
     assert (("the probed policy again" in line) if want["chosen"] == "probed" else
             f"the tuning of seed {want['chosen']}, the best of {seeds} (held-out probe "
