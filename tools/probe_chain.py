@@ -20,6 +20,7 @@ DIR/chain.png the training-split total against CPU-hours. Rerunning the same com
 continues where it stopped (more --rounds or a larger --cpu_hours extend a chain).
 """
 import argparse
+import signal
 import sys
 
 from mlgo.util.cli import user_path
@@ -125,6 +126,8 @@ def main(argv=None):
   except ValueError as e:
     print(f"probe_chain: error: {e}", file=sys.stderr)
     return 1
+  # SIGTERM (a pause) unwinds like Ctrl-C, so the cut stage's time reaches the ledger.
+  signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
   probe_chain.run(cfg)   # an error mid-chain keeps its traceback; the chain resumes
   return 0
 

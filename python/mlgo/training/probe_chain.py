@@ -265,6 +265,17 @@ class Ledger:
           flush=True)
     try:
       fn()
+    except BaseException:
+      # Cut here (SIGTERM, Ctrl-C, an error): the time to this moment goes into the
+      # ledger now, not only up to the last heartbeat (up to HEARTBEAT_S lost a cut, as
+      # C27's pauses were, stop 97). A SIGKILL still loses what follows the last beat.
+      stop.set()
+      th.join()
+      wall = time.monotonic() - t0
+      self.data["running"] = {"stage": name, "wall_s": round(wall, 1),
+                              "cpu_hours": wall * jobs / 3600.0}
+      self.save()
+      raise
     finally:
       stop.set()
       th.join()

@@ -4,12 +4,14 @@ two multi-flip probe rounds): each policy's free training-split figure is the on
 evaluate gives, a rerun with more rounds adds only the new stages, a cut stage is
 counted and run again, a budget stops the rounds."""
 import csv
+import io
 import json
 import pathlib
 import re
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -89,6 +91,21 @@ def test_ledger_counts_a_cut_stage_and_refuses_another_chain(tmp_path):
   assert led.data["cut"] == [{"stage": "probe-1", "wall_s": 900.0, "cpu_hours": 0.5}]
   assert led.data["running"] is None and not led.done("probe-1")
   assert led.cpu_hours() == pytest.approx(0.5)
+  # A stage cut by an exception (SIGTERM unwinds as SystemExit in the tool) is in the
+  # ledger up to the moment it stopped, before any heartbeat; a rerun counts it and runs
+  # the stage again.
+  def cut_after(seconds):
+    time.sleep(seconds)
+    raise SystemExit(143)
+  with pytest.raises(SystemExit):
+    led.run("probe-2", lambda: cut_after(0.3), 2, io.StringIO())
+  assert not led.done("probe-2") and led.data["running"]["stage"] == "probe-2"
+  assert 0.3 <= led.data["running"]["wall_s"] < probe_chain.HEARTBEAT_S
+  led = probe_chain.Ledger(tmp_path / "chain.json", cfg)
+  assert [c["stage"] for c in led.data["cut"]] == ["probe-1", "probe-2"]
+  cut = led.data["cut"][1]
+  assert cut["cpu_hours"] == pytest.approx(cut["wall_s"] * 2 / 3600, abs=1e-4)
+  assert led.cpu_hours() == pytest.approx(0.5 + cut["cpu_hours"])
   with pytest.raises(ValueError, match="chain.json: a chain with max_probes=16"):
     probe_chain.Ledger(tmp_path / "chain.json",
                        probe_chain.ChainConfig(corpus="c", output=str(tmp_path), max_probes=8))
