@@ -253,11 +253,13 @@ class Ledger:
     t0 = time.monotonic()
     stop = threading.Event()
 
+    def spent() -> dict:
+      wall = time.monotonic() - t0
+      return {"wall_s": round(wall, 1), "cpu_hours": wall * jobs / 3600.0}
+
     def beat():
       while not stop.wait(HEARTBEAT_S):
-        wall = time.monotonic() - t0
-        self.data["running"] = {"stage": name, "wall_s": round(wall, 1),
-                                "cpu_hours": wall * jobs / 3600.0}
+        self.data["running"] = {"stage": name, **spent()}
         self.save()
     th = threading.Thread(target=beat, daemon=True)
     th.start()
@@ -271,20 +273,16 @@ class Ledger:
       # C27's pauses were, stop 97). A SIGKILL still loses what follows the last beat.
       stop.set()
       th.join()
-      wall = time.monotonic() - t0
-      self.data["running"] = {"stage": name, "wall_s": round(wall, 1),
-                              "cpu_hours": wall * jobs / 3600.0}
+      self.data["running"] = {"stage": name, **spent()}
       self.save()
       raise
     finally:
       stop.set()
       th.join()
-    wall = time.monotonic() - t0
-    self.data["stages"][name] = {"wall_s": round(wall, 1), "jobs": jobs,
-                                 "cpu_hours": wall * jobs / 3600.0}
+    stage = self.data["stages"][name] = {**spent(), "jobs": jobs}
     self.data["running"] = None
     self.save()
-    print(f"chain: stage {name} done in {wall / 60:.1f} min ({self.cpu_hours():.2f} CPU-h "
+    print(f"chain: stage {name} done in {stage['wall_s'] / 60:.1f} min ({self.cpu_hours():.2f} CPU-h "
           f"spent)", file=stream, flush=True)
 
 
