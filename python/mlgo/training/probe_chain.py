@@ -265,25 +265,22 @@ class Ledger:
     th.start()
     print(f"chain: stage {name} ({self.cpu_hours():.2f} CPU-h spent so far)", file=stream,
           flush=True)
+    finished = False
     try:
       fn()
-    except BaseException:
-      # Cut here (SIGTERM, Ctrl-C, an error): the time to this moment goes into the
-      # ledger now, not only up to the last heartbeat (up to HEARTBEAT_S lost a cut, as
-      # C27's pauses were, stop 97). A SIGKILL still loses what follows the last beat.
-      stop.set()
-      th.join()
-      self.data["running"] = {"stage": name, **spent()}
-      self.save()
-      raise
+      finished = True
     finally:
       stop.set()
       th.join()
-    stage = self.data["stages"][name] = {**spent(), "jobs": jobs}
-    self.data["running"] = None
-    self.save()
-    print(f"chain: stage {name} done in {stage['wall_s'] / 60:.1f} min ({self.cpu_hours():.2f} CPU-h "
-          f"spent)", file=stream, flush=True)
+      # Cut (SIGTERM, Ctrl-C, an error): the time to this moment goes into the ledger
+      # now, not only up to the last heartbeat (up to HEARTBEAT_S lost a cut, as C27's
+      # pauses were, stop 97). A SIGKILL still loses what follows the last beat.
+      if finished:
+        self.data["stages"][name] = {**spent(), "jobs": jobs}
+      self.data["running"] = None if finished else {"stage": name, **spent()}
+      self.save()
+    print(f"chain: stage {name} done in {self.data['stages'][name]['wall_s'] / 60:.1f} min "
+          f"({self.cpu_hours():.2f} CPU-h spent)", file=stream, flush=True)
 
 
 def module_scores(per_key_csv, column: str = "default") -> dict:
