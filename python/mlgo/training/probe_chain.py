@@ -356,6 +356,16 @@ def probed_policies(out) -> dict:
   return found
 
 
+def round_complete(rdir, complete: set | None = None) -> bool:
+  """Whether round dir `rdir` made all its probes. The chain knows from its ledger
+  (`complete`: the round numbers whose probe stage is done); a report, which reads no
+  ledger, from the round's tuning dir (tuning starts only once the probes are made)."""
+  rdir = pathlib.Path(rdir)
+  if complete is None:
+    return (rdir / "tuned").is_dir()
+  return int(rdir.name[len(ROUND):]) in complete
+
+
 def reprobed_sizes(out, policy_dir, complete: set | None = None) -> dict | None:
   """module -> greedy score of `policy_dir` from a complete probe round (its round number in
   `complete`; None: the rounds whose tuning was made, so their probes were) that probed the
@@ -369,9 +379,7 @@ def reprobed_sizes(out, policy_dir, complete: set | None = None) -> dict | None:
     return policy_digest(p.spec, p.arch.w)
   want = None
   for idx in sorted(pathlib.Path(out).glob("round-*/probes/index.json"), reverse=True):
-    rdir = idx.parent.parent
-    if (not (rdir / "tuned").is_dir() if complete is None
-        else int(rdir.name[len(ROUND):]) not in complete):
+    if not round_complete(idx.parent.parent, complete):
       continue
     probed = pathlib.Path(json.loads(idx.read_text())["policy"])
     want = want or digest(policy_dir)

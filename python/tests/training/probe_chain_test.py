@@ -212,6 +212,11 @@ def test_a_copy_of_a_probed_policy_has_that_probe_rounds_sizes(chain, tmp_path):
   assert probe_chain.reprobed_sizes(out, copy) == want
   assert probe_chain.measured_sizes(out, "copy", copy) == want
   assert probe_chain.reprobed_sizes(out, copy, complete={2}) is None  # round 2: round 1's
+  # Without a ledger a round is complete once its tuning dir exists; with one, by number.
+  assert probe_chain.round_complete(out / "round-01")
+  assert probe_chain.round_complete(out / "round-01", complete={1})
+  assert not probe_chain.round_complete(out / "round-01", complete={2})
+  assert not probe_chain.round_complete(tmp_path / "round-03")
   w = dict(np.load(copy / "weights.npz"))
   k = sorted(w)[0]
   w[k] = w[k] + 1.0
