@@ -64,6 +64,9 @@ def main(argv=None):
                   "as 1,1,0.5 is a schedule, one a round, the last repeating")
   ap.add_argument("--probe_rounds_kept", type=int, default=2,
                   help="fine-tuning reads this many latest rounds' probes")
+  ap.add_argument("--keep_stalled_probes", action="store_true",
+                  help="--probe_rounds_kept counts policies: the probes of rounds that "
+                  "probed the same weights (a guarded round kept its policy) all stay in")
   ap.add_argument("--regression_penalty", type=float, default=0.0,
                   help="fine-tuning: bytes past 1.01 x the default's size weigh 1 + this")
   ap.add_argument("--anchors", default="current", choices=["current", "best"],
@@ -116,7 +119,8 @@ def main(argv=None):
       flips_per_compile=a.flips_per_compile, flip_compiles=a.flip_compiles, credit=a.credit,
       random_fraction=a.random_fraction, next_policy=a.next_policy,
       average_weight=a.average_weight,
-      probe_rounds_kept=a.probe_rounds_kept, regression_penalty=a.regression_penalty,
+      probe_rounds_kept=a.probe_rounds_kept, keep_stalled_probes=a.keep_stalled_probes,
+      regression_penalty=a.regression_penalty,
       anchors=a.anchors, weighting=a.weighting, tail_average=a.tail_average,
       tune_seeds=a.tune_seeds, tune_guard=a.tune_guard, tune_select=a.tune_select,
       max_regressed_pct=a.max_regressed_pct, defer=a.defer, trace_sampling=a.trace_sampling,

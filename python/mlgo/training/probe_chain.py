@@ -70,6 +70,10 @@ class ChainConfig:
   # (a schedule: big steps first, smaller ones later; a float is one weight for all rounds)
   average_weight: tuple[float, ...] | float = (0.5,)
   probe_rounds_kept: int = 2        # fine-tuning reads this many latest rounds' probes
+  # True: probe_rounds_kept counts policies, not rounds: the probes of rounds that probed
+  # the same weights (a guarded round kept its probed policy) all stay in (stop 99: C28
+  # stalled in five of its last six rounds and dropped those rounds' probes after two)
+  keep_stalled_probes: bool = False
   regression_penalty: float = 0.0   # probe_tuning: bytes past 1.01 x default weigh 1 + this
   # probe_tuning's anchors: "current" (the probed policy's own decisions: stay put) or
   # "best" (each module's best round so far, with that round's decisions: return there)
@@ -215,7 +219,8 @@ class Ledger:
       for k in ("corpus", "problem", "start", "jobs", "max_probes", "flips_per_compile",
                 "flip_compiles", "credit", "next_policy", "average_weight", "seed",
                 "regression_penalty", "anchors", "weighting", "ppo_iterations", "ppo_gin",
-                "tune_seeds", "tune_guard", "tune_select", "defer", "trace_sampling"):
+                "tune_seeds", "tune_guard", "tune_select", "defer", "trace_sampling",
+                "probe_rounds_kept", "keep_stalled_probes"):
         was, now = old.get(k, fields[k]), getattr(config, k)  # older ledger: the default
         show = repr
         if k == "average_weight":  # a float in ledgers before schedules, a list in JSON
@@ -354,6 +359,25 @@ def probed_policies(out) -> dict:
   for idx in sorted(pathlib.Path(out).glob("round-*/probes/index.json")):
     found.setdefault(pathlib.Path(json.loads(idx.read_text())["policy"]).resolve(), idx.parent)
   return found
+
+
+def tuning_rounds(out, r: int, kept: int, by_policy: bool = False) -> list[int]:
+  """The rounds whose probes round `r` fine-tunes on: the latest `kept` rounds, or with
+  `by_policy` those of the latest `kept` policies probed. A round whose guard kept its
+  probed policy (tune_choice.json: "probed") hands the next round the same weights, so
+  both rounds' probes are of one policy: samples of the same thing, which a stall would
+  otherwise drop after `kept` rounds though the policy has not moved."""
+  if not by_policy:
+    return list(range(max(1, r - kept + 1), r + 1))
+  out, rounds, policies = pathlib.Path(out), [r], 1
+  for k in range(r - 1, 0, -1):
+    choice = out / f"{ROUND}{k:02d}" / "tune_choice.json"
+    stalled = choice.exists() and json.loads(choice.read_text())["chosen"] == "probed"
+    policies += 0 if stalled else 1
+    if policies > kept:
+      break
+    rounds.append(k)
+  return sorted(rounds)
 
 
 def round_complete(rdir, complete: set | None = None) -> bool:
@@ -780,7 +804,7 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
     if name not in led.data["policies"]:
       measure(name, probe_sizes(rdir / "probes"), r - 1)
     kept = [out / f"round-{k:02d}" / "probes"
-            for k in range(max(1, r - cfg.probe_rounds_kept + 1), r + 1)]
+            for k in tuning_rounds(out, r, cfg.probe_rounds_kept, cfg.keep_stalled_probes)]
 
     def compiled_held_change(policy_dir, eval_dir, over: set):
       """The change (%) of the held modules in `over` compiled greedily by `policy_dir`;

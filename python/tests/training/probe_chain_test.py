@@ -138,6 +138,31 @@ def test_ledger_counts_a_cut_stage_and_refuses_another_chain(tmp_path):
   with pytest.raises(ValueError, match="average_weight=0.5 is here, not 1,0.5"):
     probe_chain.Ledger(tmp_path / "chain.json", probe_chain.ChainConfig(
         corpus="c", output=str(tmp_path), average_weight="1,0.5"))
+  with pytest.raises(ValueError, match="keep_stalled_probes=False is here, not True"):
+    probe_chain.Ledger(tmp_path / "chain.json", probe_chain.ChainConfig(
+        corpus="c", output=str(tmp_path), keep_stalled_probes=True))
+
+
+def test_stalled_rounds_keep_their_probes_when_kept_counts_policies(tmp_path):
+  """Rounds 3 and 4 kept their probed policy (the guard), so rounds 3-5 probed one set of
+  weights: counted by policy, round 5 reads them all and the policy before (round 2's
+  probes); counted by round, the latest two only."""
+  choices = {1: 16, 2: 17, 3: "probed", 4: "probed", 5: 15}
+  for k, chosen in choices.items():
+    (tmp_path / f"round-{k:02d}").mkdir()
+    (tmp_path / f"round-{k:02d}" / "tune_choice.json").write_text(
+        json.dumps({"chosen": chosen}))
+  assert probe_chain.tuning_rounds(tmp_path, 5, 2) == [4, 5]
+  assert probe_chain.tuning_rounds(tmp_path, 5, 2, by_policy=True) == [2, 3, 4, 5]
+  assert probe_chain.tuning_rounds(tmp_path, 5, 1, by_policy=True) == [3, 4, 5]
+  # Round 6 probes round 5's tuning: the policy before it is the one rounds 3-5 probed.
+  assert probe_chain.tuning_rounds(tmp_path, 6, 2, by_policy=True) == [3, 4, 5, 6]
+  assert probe_chain.tuning_rounds(tmp_path, 6, 1, by_policy=True) == [6]
+  assert probe_chain.tuning_rounds(tmp_path, 3, 2, by_policy=True) == [2, 3]
+  assert probe_chain.tuning_rounds(tmp_path, 1, 2, by_policy=True) == [1]
+  # A round whose tuning has not chosen yet (no tune_choice.json) counts as a move.
+  (tmp_path / "round-04" / "tune_choice.json").unlink()
+  assert probe_chain.tuning_rounds(tmp_path, 5, 2, by_policy=True) == [3, 4, 5]
 
 
 def test_weight_schedule_one_a_round_the_last_repeating():
@@ -605,11 +630,18 @@ def test_several_tunings_a_round_and_the_best_agreeing_goes_on(chain, tmp_path, 
   out = tmp_path / "seeds"
   cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(out),
                                 start=str(root / "out" / "start"), rounds=rounds,
-                                max_probes=8, tune_seeds=seeds, tune_guard=True)
+                                max_probes=8, tune_seeds=seeds, tune_guard=True,
+                                probe_rounds_kept=1, keep_stalled_probes=seeds > 1)
   data = probe_chain.run(cfg, stream=sys.stderr)  # the captured stderr
+  err = capsys.readouterr().err.splitlines()
   reused = [re.search(r" modules=(\d+) .* greedy_reused=(\d+)", x).groups()
-            for x in capsys.readouterr().err.splitlines()
-            if x.startswith("rollout probes: modules=")]  # one line a probe round
+            for x in err if x.startswith("rollout probes: modules=")]  # one line a round
+  # Each tuning read its round's probes, and with keep_stalled_probes those of the rounds
+  # before that probed the same weights.
+  read = [int(re.search(r"fine-tuned on (\d+) round", x).group(1)) for x in err
+          if x.startswith("chain: fine-tuned on")]
+  assert read == [len(probe_chain.tuning_rounds(out, n, 1, seeds > 1))
+                  for n in range(1, rounds + 1) for _ in range(seeds)]
   assert len(reused) == rounds and not (out / probe_chain.GREEDY_CACHE).exists()
   probed = out / "start"
   for n in range(1, rounds + 1):
