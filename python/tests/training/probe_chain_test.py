@@ -625,7 +625,9 @@ def test_several_tunings_a_round_and_the_best_agreeing_goes_on(chain, tmp_path, 
   or the probed policy's if neither raised it; the choice is in the round dir and the
   ledger; another tune_seeds is refused in the same dir. With one seed, the guard alone
   (the tuning kept beside the round's policy). A round after one that kept its probed
-  policy reuses that policy's greedy compiles (and only then); the cache is gone after."""
+  policy reuses that policy's greedy compiles (and only then); the cache is gone after.
+  With two seeds the probes kept count policies (--keep_stalled_probes, one policy kept):
+  a tuning after a stall also reads the stalled round's probes."""
   corpus, root, _, _ = chain
   out = tmp_path / "seeds"
   cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(out),
