@@ -387,7 +387,7 @@ def round_complete(rdir, complete: set | None = None) -> bool:
   rdir = pathlib.Path(rdir)
   if complete is None:
     return (rdir / "tuned").is_dir()
-  return int(rdir.name[len(ROUND):]) in complete
+  return round_number(rdir.name) in complete
 
 
 def reprobed_sizes(out, policy_dir, complete: set | None = None) -> dict | None:
