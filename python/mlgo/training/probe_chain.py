@@ -353,11 +353,19 @@ def held_modules(modules) -> set:
   return {m for m in modules if probe_tuning.heldout_module(m)}
 
 
-def probed_policies(out) -> dict:
-  """resolved policy dir -> the probe dir of the chain's first round that probed it."""
+def probe_rounds(out) -> list:
+  """[(probe dir, the policy dir it probed)] of each round that wrote its probe index, in
+  round order: the one walk of the rounds' indexes that the lookups below share."""
+  return [(idx.parent, pathlib.Path(json.loads(idx.read_text())["policy"]))
+          for idx in sorted(pathlib.Path(out).glob("round-*/probes/index.json"))]
+
+
+def probed_policies(out, rounds: list | None = None) -> dict:
+  """resolved policy dir -> the probe dir of the chain's first round that probed it
+  (`rounds`: probe_rounds(out), if the caller has it)."""
   found = {}
-  for idx in sorted(pathlib.Path(out).glob("round-*/probes/index.json")):
-    found.setdefault(pathlib.Path(json.loads(idx.read_text())["policy"]).resolve(), idx.parent)
+  for pdir, policy in probe_rounds(out) if rounds is None else rounds:
+    found.setdefault(policy.resolve(), pdir)
   return found
 
 
@@ -390,41 +398,42 @@ def round_complete(rdir, complete: set | None = None) -> bool:
   return round_number(rdir.name) in complete
 
 
-def reprobed_sizes(out, policy_dir, complete: set | None = None) -> dict | None:
+def reprobed_sizes(out, policy_dir, complete: set | None = None,
+                   rounds: list | None = None) -> dict | None:
   """module -> greedy score of `policy_dir` from a complete probe round (its round number in
   `complete`; None: the rounds whose tuning was made, so their probes were) that probed the
   same policy (spec and weights) from another dir: a last round whose guard kept its probed
   policy goes on with a copy, which needs no evaluation of its own (a greedy compile is
-  deterministic; the probe rounds' figures rely on it). None if no such round."""
+  deterministic; the probe rounds' figures rely on it). None if no such round. `rounds`:
+  probe_rounds(out), if the caller has it."""
   from mlgo.training.rollouts import policy_digest  # pylint: disable=import-outside-toplevel
 
   def digest(d):
     p = policy_io.load_policy(d)
     return policy_digest(p.spec, p.arch.w)
   want = None
-  for idx in sorted(pathlib.Path(out).glob("round-*/probes/index.json"), reverse=True):
-    if not round_complete(idx.parent.parent, complete):
+  for pdir, probed in reversed(probe_rounds(out) if rounds is None else rounds):
+    if not round_complete(pdir.parent, complete):
       continue
-    probed = pathlib.Path(json.loads(idx.read_text())["policy"])
     want = want or digest(policy_dir)
     if probed.is_dir() and digest(probed) == want:
-      return probe_sizes(idx.parent)
+      return probe_sizes(pdir)
   return None
 
 
-def measured_sizes(out, name: str, policy_dir, probed: dict | None = None) -> dict | None:
+def measured_sizes(out, name: str, policy_dir, rounds: list | None = None) -> dict | None:
   """module -> the greedy score of chain policy `name` (dir `policy_dir`): from its own
-  evaluation, else from the probe round that probed it or a copy of it (`probed`:
-  probed_policies(out), read once by callers asking for many policies); None if neither
+  evaluation, else from the probe round that probed it or a copy of it (`rounds`:
+  probe_rounds(out), read once by callers asking for many policies); None if neither
   is on disk."""
   out = pathlib.Path(out)
   ev = out / f"evaluate-{name}" / "per_key.csv"
   if ev.exists():
     return module_scores(ev, "policy")
-  if probed is None:
-    probed = probed_policies(out)
-  d = probed.get(pathlib.Path(policy_dir).resolve())
-  return probe_sizes(d) if d is not None else reprobed_sizes(out, policy_dir)
+  if rounds is None:
+    rounds = probe_rounds(out)
+  d = probed_policies(out, rounds).get(pathlib.Path(policy_dir).resolve())
+  return probe_sizes(d) if d is not None else reprobed_sizes(out, policy_dir, rounds=rounds)
 
 
 def policy_dirs(out, ledger_data: dict) -> dict:
@@ -448,13 +457,13 @@ def policy_dirs(out, ledger_data: dict) -> dict:
 def fill_held(out, ledger_data: dict, dirs: dict, defaults: dict, held: set) -> int:
   """Adds the held modules' figure to policies measured before it (or its largest-module
   part) was recorded, from the same sizes on disk; returns how many it filled."""
-  n, probed = 0, None
+  n, rounds = 0, None
   for k, fig in ledger_data["policies"].items():
     h = fig.get("held", {})
     if (h is not None and "without_largest_pct" not in h) and k in dirs:
-      if probed is None:
-        probed = probed_policies(out)
-      sizes = measured_sizes(out, k, dirs[k], probed)
+      if rounds is None:
+        rounds = probe_rounds(out)
+      sizes = measured_sizes(out, k, dirs[k], rounds)
       if sizes is not None:
         fig["held"] = split_figure(sizes, defaults, held)["held"]
         n += 1
@@ -488,10 +497,10 @@ def largest_modules(out, ledger_data: dict, n: int) -> list:
   defaults = module_scores(out / "default-train" / "per_key.csv")
   held = held_modules(defaults)
   big = sorted(defaults, key=lambda m: (-defaults[m], m))[:n]
-  dirs, probed = policy_dirs(out, ledger_data), probed_policies(out)
+  dirs, rounds = policy_dirs(out, ledger_data), probe_rounds(out)
   rows = [(m, defaults[m], m in held, {}) for m in big]
   for k, _ in made_order(ledger_data):
-    sizes = measured_sizes(out, k, dirs[k], probed)
+    sizes = measured_sizes(out, k, dirs[k], rounds)
     for m, dft, _, changes in rows:
       if sizes is not None and m in sizes and dft > 0:
         changes[k] = 100.0 * (sizes[m] / dft - 1.0)

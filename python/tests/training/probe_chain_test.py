@@ -234,8 +234,19 @@ def test_a_copy_of_a_probed_policy_has_that_probe_rounds_sizes(chain, tmp_path):
   copy = tmp_path / "copy"
   shutil.copytree(out / "start", copy)
   want = probe_chain.probe_sizes(out / "round-01" / "probes")
+  # One walk of the rounds' indexes: round 1 probed the start, round 2 round 1's tuning.
+  rounds = probe_chain.probe_rounds(out)
+  assert [(d.parent.name, pathlib.Path(p).resolve()) for d, p in rounds] == [
+      ("round-01", (out / "start").resolve()),
+      ("round-02", (out / "round-01" / "tuned").resolve())]
+  assert probe_chain.probed_policies(out, rounds) == probe_chain.probed_policies(out)
+  assert probe_chain.probed_policies(out)[(out / "start").resolve()] == out / "round-01" / "probes"
+  assert (out / "start").resolve() not in probe_chain.probed_policies(out, rounds[1:])
   assert probe_chain.reprobed_sizes(out, copy) == want
+  assert probe_chain.reprobed_sizes(out, copy, rounds=rounds) == want
+  assert probe_chain.reprobed_sizes(out, copy, rounds=rounds[1:]) is None
   assert probe_chain.measured_sizes(out, "copy", copy) == want
+  assert probe_chain.measured_sizes(out, "copy", copy, rounds) == want
   assert probe_chain.reprobed_sizes(out, copy, complete={2}) is None  # round 2: round 1's
   # Without a ledger a round is complete once its tuning dir exists; with one, by number.
   assert probe_chain.round_complete(out / "round-01")
