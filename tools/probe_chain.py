@@ -5,7 +5,8 @@ policy), then rounds of rollout probes and fine-tuning, with a CPU-hour ledger.
       [--ppo_iterations=N] [--rounds=6] [--cpu_hours=H] [--max_probes=16]
       [--flips_per_compile=4] [--flip_compiles=C] [--anchors=current|best]
       [--weighting=module|module_or_bytes|SCHEDULE] [--tail_average=K]
-      [--tune_seeds=N] [--tune_guard] [--tune_select=agreement|held_bytes|held_capped]
+      [--tune_seeds=N] [--tune_guard] [--tune_guard_margin=POINTS]
+      [--tune_select=agreement|held_bytes|held_capped]
       [--defer=margin=0.4,outside=2,nonzero=FEATURE,below=FEATURE=N] [--trace_sampling=0.25]
 A --start policy of a narrower problem (e.g. inlining_ir2vec for --problem=
 inlining_ir2vec_ctx) is widened first: zero weights on the new inputs, so it decides as
@@ -87,6 +88,10 @@ def main(argv=None):
   ap.add_argument("--tune_guard", action="store_true",
                   help="when no tuning beats the probed policy on that measure, the round "
                   "goes on with the probed policy")
+  ap.add_argument("--tune_guard_margin", type=float, default=0.0,
+                  help="with --tune_guard and a held select: the best tuning also goes on "
+                  "when it is within this many points of the smallest held figure the "
+                  "chain has had")
   ap.add_argument("--tune_select", choices=("agreement", "held_bytes", "held_capped"),
                   default="agreement",
                   help="what picks a round's tuning: the held-out probe agreement (free), or "
@@ -123,6 +128,7 @@ def main(argv=None):
       regression_penalty=a.regression_penalty,
       anchors=a.anchors, weighting=a.weighting, tail_average=a.tail_average,
       tune_seeds=a.tune_seeds, tune_guard=a.tune_guard, tune_select=a.tune_select,
+      tune_guard_margin=a.tune_guard_margin,
       max_regressed_pct=a.max_regressed_pct, defer=a.defer, trace_sampling=a.trace_sampling,
       seed=a.seed, timeout=a.timeout)
   try:

@@ -14,7 +14,8 @@ never looks past the training split.
           probe labels goes on, or with tune_select=held_bytes the one whose greedy
           compile of the held modules is smallest, held_capped the same with no module
           weighing more than 5% of them; tune_guard: policy_r again if none beats it on
-          that measure)
+          that measure, or with tune_guard_margin none is within that many points of
+          the smallest held figure the chain has had)
   final   policy_N+1 evaluated on the training split; every earlier policy's figure
           comes free from the greedy compiles of the probe round that started from it
           (the same compile evaluate makes: same bytes)
@@ -106,6 +107,14 @@ class ChainConfig:
   # twice against tunings that made the other 136 smaller; round 10's seed-10 tuning, so
   # refused, was 0.18 points smaller on the whole training split (-5.60% vs -5.42%).
   tune_select: str = "agreement"
+  # With tune_guard and a held select: the best tuning also goes on when its held figure is
+  # within this many points of the smallest held figure any policy of the chain has had.
+  # Stop 101: C29's guard refused seven rounds in a row against round 9's -5.54%, itself
+  # the best of three seeds on the same 137 modules; three of the refused tunings
+  # (within 0.03-0.10 points there) were smaller than round 9 on the other 1,196 training
+  # modules (-5.65%, -5.77%, -5.64% against -5.60%). Bounded by the chain's best, not the
+  # probed policy's, so accepted steps cannot drift down round after round.
+  tune_guard_margin: float = 0.0
   # A deferral in defer_policy's terms ("margin=0.4,outside=2,nonzero=NAME,below=NAME=V"):
   # the start leaves those decisions to clang, so every round is trained with clang making
   # them. Stop 91: the shipped model's deferrals added after a chain cost C23 0.68 points
@@ -156,6 +165,12 @@ class ChainConfig:
     if self.tune_select not in TUNE_SELECT:
       raise ValueError(f"tune_select must be one of {', '.join(TUNE_SELECT)}, not "
                        f"{self.tune_select!r}")
+    if self.tune_guard_margin < 0 or (self.tune_guard_margin and not (
+        self.tune_guard and self.tune_select in HELD_SELECT)):
+      raise ValueError(f"tune_guard_margin is points of the held modules' figure (>= 0), "
+                       f"for tune_guard with tune_select={'|'.join(HELD_SELECT)}, not "
+                       f"{self.tune_guard_margin} with tune_guard={self.tune_guard}, "
+                       f"tune_select={self.tune_select}")
     if self.tune_select != "agreement" and self.tune_seeds == 1 and not self.tune_guard:
       raise ValueError(f"tune_select={self.tune_select} chooses among a round's policies: "
                        f"it needs tune_seeds > 1 or tune_guard")
@@ -220,7 +235,7 @@ class Ledger:
                 "flip_compiles", "credit", "next_policy", "average_weight", "seed",
                 "regression_penalty", "anchors", "weighting", "ppo_iterations", "ppo_gin",
                 "tune_seeds", "tune_guard", "tune_select", "defer", "trace_sampling",
-                "probe_rounds_kept", "keep_stalled_probes"):
+                "probe_rounds_kept", "keep_stalled_probes", "tune_guard_margin"):
         was, now = old.get(k, fields[k]), getattr(config, k)  # older ledger: the default
         show = repr
         if k == "average_weight":  # a float in ledgers before schedules, a list in JSON
@@ -529,12 +544,17 @@ def choice_text(choice: dict) -> str:
     n, before = choice["held_modules"], choice["before"]
     capped = (f", none weighing more than {100 * HELD_CAP:.0f}%"
               if choice["by"] == "held_capped" else "")
+    margin = choice.get("margin")
+    near = (f" nor within {margin:.2f} points of the chain's best {choice['best']:+.2f}%"
+            if margin else "")
     if c == "probed":
       return (f"the probed policy again (no tuning compiled the {n} held modules smaller "
-              f"than its {before:+.2f}%{capped})")
+              f"than its {before:+.2f}%{near}{capped})")
+    after = choice["after"][str(c)]
+    why = (f", within {margin:.2f} points of the chain's best {choice['best']:+.2f}%"
+           if margin and after >= before else "")
     return (f"the tuning of seed {c}, the smallest of {len(choice['after'])} on the {n} "
-            f"held modules compiled{capped} ({before:+.2f}% -> "
-            f"{choice['after'][str(c)]:+.2f}%)")
+            f"held modules compiled{capped} ({before:+.2f}% -> {after:+.2f}%{why})")
   if c == "probed":
     return (f"the probed policy again (no tuning raised the held-out probe agreement "
             f"{choice['before']:.3f})")
@@ -595,10 +615,13 @@ HELD_SELECT = ("held_bytes", "held_capped")  # those that compile the held modul
 HELD_CAP = 0.05
 
 
-def choose_tuning(tries: dict, guard: bool, by: str = "agreement") -> dict:
+def choose_tuning(tries: dict, guard: bool, by: str = "agreement", margin: float = 0.0,
+                  best: float | None = None) -> dict:
   """Of a round's fine-tunings ({seed: (the probed policy's measure, the tuning's)}), the
   best (the lowest seed on a tie); with `guard`, "probed" (the probed policy goes on
-  untuned) unless that is strictly better than the probed policy. by "agreement": the
+  untuned) unless that is strictly better than the probed policy, or (a held select,
+  `margin` > 0) at most `margin` points above `best`, the smallest held figure of the
+  chain's policies so far (the probed policy's when not given). by "agreement": the
   held-out probe agreement, higher is better; by "held_bytes" or "held_capped": the held
   modules' change (%) vs the default compiled greedily (capped: held_change with
   HELD_CAP), lower is better, None for a tuning whose compile of some held module failed
@@ -610,12 +633,19 @@ def choose_tuning(tries: dict, guard: bool, by: str = "agreement") -> dict:
   else:
     seed = min(tries, key=lambda s: (tries[s][1] is None, tries[s][1] or 0.0, s))
   before, after = tries[seed]
+  if margin and by == "agreement":
+    raise ValueError("a guard margin is in points of the held modules' figure: "
+                     f"by must be one of {', '.join(HELD_SELECT)}, not 'agreement'")
   better = after is not None and (after > before if by == "agreement" else after < before)
-  chosen = "probed" if guard and not better else seed
+  best = before if best is None else min(best, before)
+  near = bool(margin) and after is not None and after <= best + margin
+  chosen = "probed" if guard and not (better or near) else seed
   out = {"chosen": chosen, "before": before,
          "after": {str(s): a for s, (_, a) in sorted(tries.items())}}
   if by != "agreement":
     out["by"] = by
+  if margin:
+    out.update(margin=margin, best=best)
   return out
 
 
@@ -849,7 +879,12 @@ def run(cfg: ChainConfig, stream=sys.stderr) -> dict:
         print(f"chain: fine-tuned on {len(kept)} round(s) of probes (seed {seed}): {text}",
               file=stream, flush=True)
       if choose:
-        choice = choose_tuning(tries, cfg.tune_guard, cfg.tune_select)
+        # The smallest held figure of the policies the chain went on with: each was
+        # the probed policy of the round after it (its "before").
+        best = min((c["before"] for c in led.data.get("tune_choice", {}).values()
+                    if c.get("by") == cfg.tune_select), default=None)
+        choice = choose_tuning(tries, cfg.tune_guard, cfg.tune_select,
+                               margin=cfg.tune_guard_margin, best=best)
         if by_held:
           choice["held_modules"] = len(held)
         src = p if choice["chosen"] == "probed" else d / f"tuned-seed{choice['chosen']}"

@@ -488,6 +488,43 @@ def test_the_tuning_smallest_on_the_held_modules_goes_on():
     probe_chain.ChainConfig(corpus="c", output="o", tune_select="held_bytes").check()
 
 
+def test_a_guard_margin_lets_a_tuning_near_the_chains_best_go_on():
+  """tune_guard_margin: C29's round 10 (probed -5.54%, seeds -5.51/-5.37/-5.50) stalled;
+  with a 0.1-point margin its best tuning goes on, a margin of 0.02 still refuses it, and a
+  chain whose best was -5.70% (an earlier policy) refuses it too: the bar is the chain's
+  best plus the margin, so accepted steps cannot drift round after round. A tuning better
+  than the probed policy goes on whatever the margin; a failed compile never does."""
+  r10 = {18: (-5.54, -5.51), 19: (-5.54, -5.37), 20: (-5.54, -5.50)}
+  assert probe_chain.choose_tuning(r10, True, "held_capped")["chosen"] == "probed"
+  got = probe_chain.choose_tuning(r10, True, "held_capped", margin=0.1, best=-5.54)
+  assert got == {"chosen": 18, "before": -5.54,
+                 "after": {"18": -5.51, "19": -5.37, "20": -5.50},
+                 "by": "held_capped", "margin": 0.1, "best": -5.54}
+  assert probe_chain.choose_tuning(r10, True, "held_capped", 0.02, -5.54)["chosen"] == "probed"
+  far = probe_chain.choose_tuning(r10, True, "held_capped", margin=0.1, best=-5.70)
+  assert far["chosen"] == "probed" and far["best"] == -5.70
+  # No best given (the first round): the probed policy's figure is the chain's best.
+  assert probe_chain.choose_tuning(r10, True, "held_capped", margin=0.1)["best"] == -5.54
+  assert probe_chain.choose_tuning({1: (-5.0, -5.2)}, True, "held_bytes", 0.1,
+                                   -6.0)["chosen"] == 1
+  assert probe_chain.choose_tuning({1: (-5.0, None)}, True, "held_bytes", 9.0,
+                                   -6.0)["chosen"] == "probed"
+  assert probe_chain.choice_text({**got, "held_modules": 137}) == (
+      "the tuning of seed 18, the smallest of 3 on the 137 held modules compiled, none "
+      "weighing more than 5% (-5.54% -> -5.51%, within 0.10 points of the chain's best "
+      "-5.54%)")
+  assert probe_chain.choice_text({**far, "held_modules": 137}) == (
+      "the probed policy again (no tuning compiled the 137 held modules smaller than its "
+      "-5.54% nor within 0.10 points of the chain's best -5.70%, none weighing more than 5%)")
+  with pytest.raises(ValueError, match="a guard margin is in points"):
+    probe_chain.choose_tuning({1: (0.8, 0.7)}, True, "agreement", margin=0.1)
+  for bad in ({"tune_guard_margin": -0.1, "tune_guard": True, "tune_select": "held_capped"},
+              {"tune_guard_margin": 0.1, "tune_select": "held_capped", "tune_seeds": 3},
+              {"tune_guard_margin": 0.1, "tune_guard": True}):
+    with pytest.raises(ValueError, match="tune_guard_margin is points"):
+      probe_chain.ChainConfig(corpus="c", output="o", **bad).check()
+
+
 def test_the_capped_held_figure_lets_no_module_decide():
   """held_change with a cap: one module of 47% of the held bytes (C25's fmtlib module)
   weighs 5% of them, so a tuning that makes it 10% bigger and the 53 others 10% smaller
@@ -691,21 +728,25 @@ def test_several_tunings_a_round_and_the_best_agreeing_goes_on(chain, tmp_path, 
     probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "tune_seeds": 3}))
 
 
-@pytest.mark.parametrize("select", ["held_bytes", "held_capped"])
-def test_held_bytes_choice_compiles_the_held_modules(chain, tmp_path, select):
+@pytest.mark.parametrize("select,margin", [("held_bytes", 0.0), ("held_capped", 0.0),
+                                           ("held_capped", 1000.0)])
+def test_held_bytes_choice_compiles_the_held_modules(chain, tmp_path, select, margin):
   """--tune_select=held_bytes (or held_capped: with one held module, the same figure) on a
   real chain: each tuning is compiled on the modules fine-tuning holds out (here matrix/v2
   of a three-variant corpus), its figure is the one a plain evaluate of that tuning gives,
   the probed policy's comes from its probe round, and the round's policy is the smallest
   (exactly its weights). A corpus with no held module is refused before anything is
-  probed."""
+  probed. With a guard margin (one so wide every best tuning is near enough), two rounds:
+  the second round's bar is the smaller of the two probed policies' held figures, read
+  from the ledger."""
   _, root, _, _ = chain
   corpus = testing.make_tiny_corpus(tmp_path / "corpus", PROGRAMS, llvm_version=22,
                                     opt="Oz", heldout=("strings",), variants=3)
   out = tmp_path / "held"
   cfg = probe_chain.ChainConfig(corpus=str(corpus), output=str(out),
-                                start=str(root / "out" / "start"), rounds=1, max_probes=8,
-                                tune_seeds=2, tune_guard=True, tune_select=select)
+                                start=str(root / "out" / "start"), rounds=2 if margin else 1,
+                                max_probes=8, tune_seeds=2, tune_guard=True,
+                                tune_select=select, tune_guard_margin=margin)
   data = probe_chain.run(cfg)
   defaults = probe_chain.module_scores(out / "default-train" / "per_key.csv")
   held = probe_chain.held_modules(defaults)
@@ -723,7 +764,15 @@ def test_held_bytes_choice_compiles_the_held_modules(chain, tmp_path, select):
     size = _per_module(tmp_path / f"eval{seed}" / "per_key.csv")["matrix/v2"]
     tries[seed] = (choice["before"], 100.0 * (size / defaults["matrix/v2"] - 1.0))
     assert choice["after"][str(seed)] == pytest.approx(tries[seed][1])
-  assert choice == {**probe_chain.choose_tuning(tries, True, select), "held_modules": 1}
+  assert choice == {**probe_chain.choose_tuning(tries, True, select, margin=margin),
+                    "held_modules": 1}
+  if margin:
+    second = data["tune_choice"]["round-02"]
+    assert choice["chosen"] != "probed" and second["chosen"] != "probed"
+    assert second["best"] == min(choice["before"], second["before"])
+    assert second["before"] == pytest.approx(choice["after"][str(choice["chosen"])])
+    with pytest.raises(ValueError, match="tune_guard_margin=1000.0 is here, not 0.0"):
+      probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "tune_guard_margin": 0.0}))
   src = (out / "start" if choice["chosen"] == "probed"
          else out / "round-01" / f"tuned-seed{choice['chosen']}")
   a, b = np.load(src / "weights.npz"), np.load(out / "round-01" / "tuned" / "weights.npz")
@@ -733,7 +782,8 @@ def test_held_bytes_choice_compiles_the_held_modules(chain, tmp_path, select):
   assert line.endswith("; " + probe_chain.choice_text(choice))
   assert "the 1 modules fine-tuning never saw (they chose its tunings): " in line
   with pytest.raises(ValueError, match=f"tune_select='{select}' is here"):
-    probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "tune_select": "agreement"}))
+    probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "tune_select": "agreement",
+                                               "tune_guard_margin": 0.0}))
   with pytest.raises(ValueError, match=f"tune_select={select} .* none of its 3 is held out"):
     probe_chain.run(probe_chain.ChainConfig(**{**cfg.__dict__, "corpus": str(chain[0]),
                                                "output": str(tmp_path / "none")}))
