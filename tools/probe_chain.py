@@ -3,7 +3,8 @@ policy), then rounds of rollout probes and fine-tuning, with a CPU-hour ledger.
 
   bazel run //tools:probe_chain -- --output=DIR [--corpus=DIR] [--start=POLICY]
       [--ppo_iterations=N] [--rounds=6] [--cpu_hours=H] [--max_probes=16]
-      [--flips_per_compile=4] [--flip_compiles=C] [--anchors=current|best]
+      [--flips_per_compile=4] [--flip_compiles=C] [--callee_groups=G]
+      [--anchors=current|best]
       [--weighting=module|module_or_bytes|SCHEDULE] [--tail_average=K]
       [--tune_seeds=N] [--tune_guard] [--tune_guard_margin=POINTS]
       [--tune_select=agreement|held_bytes|held_capped]
@@ -52,6 +53,9 @@ def main(argv=None):
   ap.add_argument("--flip_compiles", type=int, default=0,
                   help="> 0: that many flip compiles a large module, each packed with up to "
                   "--flips_per_compile flips, instead of --max_probes (probe_decisions)")
+  ap.add_argument("--callee_groups", type=int, default=0,
+                  help="> 0: up to that many more compiles a module, each answering every "
+                  "call to one callee the other way at once (probe_decisions)")
   ap.add_argument("--credit", default="function_size", choices=["function_size", "ir2native"],
                   help="function_size: flips compiled with remarks, needed for "
                   "--flips_per_compile > 1; ir2native (no model given): plain single flips")
@@ -121,7 +125,8 @@ def main(argv=None):
       start=str(user_path(a.start)) if a.start else None, rounds=a.rounds,
       ppo_iterations=a.ppo_iterations, ppo_gin=a.ppo_gin,
       cpu_hours=a.cpu_hours, jobs=a.jobs, max_probes=a.max_probes,
-      flips_per_compile=a.flips_per_compile, flip_compiles=a.flip_compiles, credit=a.credit,
+      flips_per_compile=a.flips_per_compile, flip_compiles=a.flip_compiles,
+      callee_groups=a.callee_groups, credit=a.credit,
       random_fraction=a.random_fraction, next_policy=a.next_policy,
       average_weight=a.average_weight,
       probe_rounds_kept=a.probe_rounds_kept, keep_stalled_probes=a.keep_stalled_probes,

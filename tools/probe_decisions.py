@@ -10,7 +10,11 @@ the policy's own decisions (mlgo.training.rollouts). Inlining with
 --credit=function_size --flips_per_compile=K: up to K flips in different functions share
 a compile, each credited with its own caller's and callee's measured size change
 (mlgo.training.multi_flip; about a third less time a round for 1.8x the probes at
-K=4, --max_probes=16; docs/ir2native.md). Rerunning the same
+K=4, --max_probes=16; docs/ir2native.md). --callee_groups=G adds up to G compiles a
+module, each answering every call to one callee the other way at once (LLVM's
+-force-attribute), its measured change shared by those calls (mlgo.training.
+callee_groups): what keeping all calls to a small many-caller callee saves, which no
+single flip shows. Rerunning the same
 command continues where it stopped. Train on the result with //tools:train_on_probes.
 """
 import argparse
@@ -53,6 +57,9 @@ def main(argv=None):
                   "large module (fewer on a small one, ~sqrt(decisions)/2) and pack each "
                   "with as many flips as its functions allow, instead of --max_probes "
                   "(0: off)")
+  ap.add_argument("--callee_groups", type=int, default=0,
+                  help="with --credit=function_size: up to this many more compiles a "
+                  "module, each flipping every call to one callee (0: off)")
   workers.add_flags(ap)
   a = ap.parse_args(argv)
   workers.apply_flags(a)
@@ -69,7 +76,7 @@ def main(argv=None):
                             credit_model=str(user_path(a.credit_model)) if a.credit_model
                             else None, credit_kind=a.credit,
                             flips_per_compile=a.flips_per_compile,
-                            flip_compiles=a.flip_compiles)
+                            flip_compiles=a.flip_compiles, callee_groups=a.callee_groups)
   return 0 if s["modules"] or not s["failed"] else 1
 
 

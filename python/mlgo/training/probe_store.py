@@ -52,6 +52,10 @@ class ProbeStore:
     # (multi_flip), not a measured module change.
     arrays["probe_attributed"] = np.concatenate(
         [r.get("probe_attributed", np.zeros(len(r["positions"]), bool)) for r in self.pending])
+    # > 0: the probe is one call of a callee whose calls were all flipped in one compile
+    # (callee_groups; the number tells that module's compiles apart), 0: a single flip.
+    arrays["probe_group"] = np.concatenate(
+        [r.get("probe_group", np.zeros(len(r["positions"]), np.int64)) for r in self.pending])
     for key in ("probe_predicted", "probe_key_base", "probe_key_scores"):
       arrays[key] = np.concatenate(
           [r.get(key, np.full(len(r["positions"]), np.nan)) for r in self.pending])
@@ -74,6 +78,8 @@ class ProbeStore:
                                          "decisions": r["decisions"],
                                          "probes": int(len(r["positions"])),
                                          "failures": len(r["failures"])}
+      if r.get("callees_measured"):   # [callee, majority action, calls, measured change]
+        self.index["done"][r["module"]]["callees"] = [list(c) for c in r["callees_measured"]]
     self.save()
     self.pending = []
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from mlgo.evaluation.report import REGRESSION_THRESHOLD
 from mlgo.policy import policy_io
+from mlgo.training import callee_groups as callee_groups_lib
 from mlgo.training import multi_flip
 # The probe store is read by fine-tuning, widening and tests as rollouts.ProbeStore.
 from mlgo.training.probe_store import ProbeStore, probe_alternatives  # noqa: F401
@@ -156,7 +157,7 @@ class GreedyCache:
 def probe_module(module, spec: dict, weights: dict, max_probes: int, random_fraction: float,
                  anchors: int, llvm_version: int, timeout: float, seed: int,
                  annotator=None, flips_per_compile: int = 1, flip_compiles: int = 0,
-                 greedy_cache=None):
+                 greedy_cache=None, callee_groups: int = 0):
   """Runs in a worker: one greedy compile and its flip probes. Returns a dict of arrays
   (or {"failed": reason} when the greedy compile itself fails). With a credit annotator
   (mlgo.credit), each probe also gets the credit's predicted size change of its flip
@@ -170,7 +171,11 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   (`probe_attributed`), not the module's measured change. flip_compiles > 0 (with
   flips_per_compile > 1): instead of a probe budget, a compile budget of
   min(flip_compiles, ceil(sqrt(decisions) / 2)) flip compiles, each packed with as many
-  flips as the functions allow (multi_flip.packed_positions)."""
+  flips as the functions allow (multi_flip.packed_positions).
+  callee_groups > 0 (function_size credit: it names every decision's callee): up to that
+  many more compiles, each answering every call to one callee the other way
+  (mlgo.training.callee_groups); those that gained become probes with probe_group > 0
+  (all are listed in "callees_measured")."""
   from mlgo import env, problems  # pylint: disable=import-outside-toplevel
   problem = problems.get_problem(spec["problem"])
 
@@ -284,14 +289,38 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
   if deltas and len(deltas[0]) == n:
     d = np.asarray(deltas[0], np.float64)[pos]
     predicted = np.where(actions[pos] == 1, -d, np.nan)
-  return {"probe_predicted": predicted,"module": module.name, "language": getattr(module, "language", ""),
-          "base_size": base_total, "decisions": n,
-          "base_seconds": base_seconds, "positions": pos, "margins": margins[pos],
-          "probe_features": feats_flipped, "probe_actions": actions[pos],
-          "probe_attributed": attributed, "groups_measured": groups_measured,
-          "probe_alternatives": alts[pos], "probe_sizes": sizes,
-          "probe_key_base": key_base, "probe_key_scores": key_scores,
-          "mismatch": mismatch, "anchor_features": feats[take], "anchor_actions": actions[take],
+  probes = {"positions": pos, "margins": margins[pos], "probe_features": feats_flipped,
+            "probe_actions": actions[pos], "probe_alternatives": alts[pos],
+            "probe_sizes": sizes, "probe_predicted": predicted, "probe_key_base": key_base,
+            "probe_key_scores": key_scores, "mismatch": mismatch,
+            "probe_attributed": attributed, "probe_group": np.zeros(len(pos), np.int64)}
+  callees_measured, callee_compiles = [], 0
+  if callee_groups > 0:
+    # Drawn after the single probes and anchors: those stay what they are without groups.
+    if not pair_credit:
+      raise ValueError("callee probes need the function_size credit (callee names)")
+    chosen = callee_groups_lib.choose(callee_groups_lib.candidates(
+        multi_flip.decision_names(base)[1], actions, eligible), callee_groups, rng)
+    callee_compiles = len(chosen)
+    callees_measured = callee_groups_lib.probe_callees(
+        module, problem, policy, chosen, base_total, lambda r: scored(r)[0], failures,
+        {"llvm_version": llvm_version, "timeout": flip_timeout})
+    # Single flips at the calls of a callee whose all-calls flip gained, saying the one
+    # call alone does not: not trained on (mismatch), counted as superseded.
+    over = callee_groups_lib.superseded(pos, sizes - base_total, callees_measured)
+    probes["mismatch"] = mismatch | over
+    more = callee_groups_lib.records([g for g in callees_measured if g[3] < 0], feats,
+                                     actions, alts, margins, base_total,
+                                     lambda p: base_keys.get(keys[p], missing))
+    probes = {k: np.concatenate([v, more[k]]) for k, v in probes.items()}
+  return {**probes, "module": module.name, "language": getattr(module, "language", ""),
+          "base_size": base_total, "decisions": n, "base_seconds": base_seconds,
+          "groups_measured": groups_measured,
+          "callees_measured": [(c, int(a), len(f), float(d))
+                               for c, a, f, d in callees_measured],
+          "callee_compiles": callee_compiles,
+          "callee_superseded": int(over.sum()) if callee_groups > 0 else 0,
+          "anchor_features": feats[take], "anchor_actions": actions[take],
           "failures": failures, "greedy_reused": reused}
 
 
@@ -353,7 +382,7 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
                  credit_model: str | None = None, credit_kind: str = "ir2native",
                  flips_per_compile: int = 1, flip_compiles: int = 0,
                  default_sizes: dict | None = None, greedy_cache=None,
-                 stream=sys.stderr) -> dict:
+                 callee_groups: int = 0, stream=sys.stderr) -> dict:
   """Probes every module of `split` (or a seeded sample of `max_modules`) with the
   greedy policy of `policy_dir`. Failed or hung compiles are skipped and counted.
   credit_model: an IR2Native model dir; the probes then also measure how well its
@@ -371,7 +400,11 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   this policy once the round ends.
   greedy_cache: a dir (GreedyCache) keeping this policy's greedy compiles for the next
   probe of the same policy, which then reuses them (stats "greedy_reused"; the
-  compiles counted are the ones made)."""
+  compiles counted are the ones made).
+  callee_groups > 0 (with credit_kind="function_size"): per module, up to that many
+  more compiles, each flipping every call to one callee at once (mlgo.training.
+  callee_groups; stats "callee_compiles", "callee_probes", "callee_better" (compiles
+  whose change was a gain) and "callee_change" (their summed measured change))."""
   from mlgo import problems as problems_lib  # pylint: disable=import-outside-toplevel
   from mlgo.env import work  # pylint: disable=import-outside-toplevel
   from mlgo.util.progress import Progress  # pylint: disable=import-outside-toplevel
@@ -387,6 +420,13 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   if flip_compiles and flips_per_compile < 2:
     raise ValueError("flip_compiles packs several flips a compile: it needs "
                      "flips_per_compile > 1")
+  if callee_groups < 0:
+    raise ValueError(f"callee_groups must be >= 0, not {callee_groups}")
+  if callee_groups and credit_kind != "function_size":
+    raise ValueError("callee probes (callee_groups > 0) find each call's callee through "
+                     "the function_size credit; pass credit_kind='function_size'")
+  if callee_groups and not problems_lib.get_problem(policy.problem).name.startswith("inlining"):
+    raise ValueError(f"callee probes are for inlining, not {policy.problem!r}")
   if problems_lib.get_problem(policy.problem).probe_alternative is None:
     raise ValueError(f"{policy_dir}: problem {policy.problem!r} has no rollout probes "
                      f"(no alternative action to try; mlgo.problems.base.Problem)")
@@ -417,6 +457,9 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   stats = {"modules": 0, "failed": 0, "unusable": len(getattr(corpus, "problems", [])),
            "probes": 0, "better": 0, "worse": 0, "same": 0, "mismatch": 0,
            "probe_failures": 0, "compiles": 0, "greedy_reused": 0}
+  if callee_groups:
+    stats.update(callee_compiles=0, callee_probes=0, callee_better=0, callee_change=0.0,
+                 callee_superseded=0)
   cache_dir = (str(GreedyCache(greedy_cache, policy.spec, policy.arch.w, annotator).dir)
                if greedy_cache else None)
   groups = []   # (summed credits, measured module change, flips) of multi-flip compiles
@@ -425,7 +468,7 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
     for m in todo:
       p.submit(probe_module, m, policy.spec, policy.arch.w, max_probes, random_fraction,
                anchors, corpus.llvm_version, timeout, seed, annotator, flips_per_compile,
-               flip_compiles, cache_dir)
+               flip_compiles, cache_dir, callee_groups)
     for r in p.results():
       name = r.item[0].name
       if not r.ok or "failed" in (r.value or {}):
@@ -442,18 +485,28 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
       stats["better"] += int((d[ok] < 0).sum())
       stats["worse"] += int((d[ok] > 0).sum())
       stats["same"] += int((d[ok] == 0).sum())
-      stats["mismatch"] += int(rec["mismatch"].sum())
+      stats["mismatch"] += int(rec["mismatch"].sum()) - rec["callee_superseded"]
       stats["probe_failures"] += len(rec["failures"])
       groups += rec["groups_measured"]
       stats["greedy_reused"] += int(rec["greedy_reused"])
       stats["compiles"] += (0 if rec["greedy_reused"] else 1) + (
-          len(rec["groups_measured"]) if flips_per_compile > 1 else len(rec["positions"]))
+          len(rec["groups_measured"]) if flips_per_compile > 1
+          else int((rec["probe_group"] == 0).sum())) + rec["callee_compiles"]
+      if callee_groups:
+        stats["callee_compiles"] += rec["callee_compiles"]
+        stats["callee_probes"] += int((rec["probe_group"] > 0).sum())   # gains only
+        stats["callee_better"] += sum(1 for *_, d in rec["callees_measured"] if d < 0)
+        stats["callee_change"] += sum(d for *_, d in rec["callees_measured"])
+        stats["callee_superseded"] += rec["callee_superseded"]
       store.add(rec)
       if len(store.pending) >= 25:
         store.flush()
       el = time.monotonic() - t0
       extra = (f"{stats['probes']} probes ({stats['better']} better, "
                f"{stats['worse']} worse), {stats['compiles'] / max(el, 1e-9):.1f} compiles/s")
+      if callee_groups:
+        extra += (f", {stats['callee_better']} of {stats['callee_compiles']} callee flips "
+                  f"gain ({stats['callee_change']:+.0f} bytes)")
       if greedy:
         greedy.add(name, float(rec["base_size"]))
         extra += f", {greedy.text()}"

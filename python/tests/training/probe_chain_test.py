@@ -141,6 +141,9 @@ def test_ledger_counts_a_cut_stage_and_refuses_another_chain(tmp_path):
   with pytest.raises(ValueError, match="keep_stalled_probes=False is here, not True"):
     probe_chain.Ledger(tmp_path / "chain.json", probe_chain.ChainConfig(
         corpus="c", output=str(tmp_path), keep_stalled_probes=True))
+  with pytest.raises(ValueError, match="callee_groups=0 is here, not 1"):
+    probe_chain.Ledger(tmp_path / "chain.json", probe_chain.ChainConfig(
+        corpus="c", output=str(tmp_path), callee_groups=1))
 
 
 def test_stalled_rounds_keep_their_probes_when_kept_counts_policies(tmp_path):
