@@ -27,17 +27,31 @@ Where a callee's flip gained, single-site probes at its calls that say the one f
 alone does not are left out of training (`superseded`).
 
 Callees come from the greedy compile's remarks (function_size annotations name every
-decision's callee); a callee is a candidate when at least `min_sites` of its calls were
-answered the majority way and the policy itself decides every one of them (no deferred
-site: the released policy could not make the choice there).
+decision's callee). A callee is a candidate when at least `min_sites` of its calls were
+answered the majority way by the policy itself, and those are at least `MIN_OWN_SHARE`
+of the calls so answered: the rest are calls its deferrals leave to clang, which the
+released policy cannot answer otherwise (e.g. a module too small for the policy), so a
+group mostly deferred would be learned only in part. The probes are the policy's own
+calls; each is credited D / (all calls flipped), its share of the group's change.
 """
 import collections
 
 import numpy as np
 
-# The fewest calls answered alike that make a callee a candidate: with one or two calls
-# a single-site probe already sees the whole choice.
+# The fewest calls answered alike, by the policy itself, that make a callee a
+# candidate: with one or two calls a single-site probe already sees the whole choice.
 MIN_SITES = 3
+# The least share of a candidate's flipped calls that the policy answers itself (not
+# deferred to clang). Stop 104, C30's K on training modules: cJSON_New_Item 16 of 17
+# calls, libsodium's fBlaMka 119 of 128; qpdf's sha2.c helper 4 of 16 (the module is
+# mostly below the policy's edge-count range), which keeping would only half do.
+MIN_OWN_SHARE = 0.75
+
+
+class Group(collections.namedtuple("Group", "callee major flip own")):
+  """A candidate: `callee`, the policy's majority answer at its calls (1 inline, 0
+  keep), the greedy positions answered that way (`flip`, all forced the other way) and
+  those of them the policy decides itself (`own`, the ones that become probes)."""
 
 
 def force_flags(callee: str, majority_action: int) -> list:
@@ -49,55 +63,55 @@ def force_flags(callee: str, majority_action: int) -> list:
   return ["-mllvm", f"-force-attribute={callee}:{attr}"]
 
 
-def candidates(callees, actions, eligible, min_sites: int = MIN_SITES) -> list:
-  """[(callee, majority action, positions answered that way)] of a greedy compile's
-  decisions (`callees[p]` names decision p's callee, `actions[p]` the policy's answer,
-  `eligible[p]` whether the policy itself decides it and a probe may flip it), for the
-  callees all of whose calls are eligible and at least `min_sites` of which share the
-  majority answer (inline on a tie: the case single-site probes miss). Sorted by name."""
+def candidates(callees, actions, eligible, min_sites: int = MIN_SITES,
+               min_own_share: float = MIN_OWN_SHARE) -> list:
+  """[Group] of a greedy compile's decisions (`callees[p]` names decision p's callee,
+  `actions[p]` the policy's answer, `eligible[p]` whether the policy itself decides it
+  and a probe may flip it): the callees with at least `min_sites` eligible calls
+  answered the majority way (inline on a tie: the case single-site probes miss), those
+  being at least `min_own_share` of the calls answered that way. Sorted by name."""
   sites = collections.defaultdict(list)
   for p, e in enumerate(callees[:len(actions)]):
     if e:
       sites[e].append(p)
   out = []
+  acts = np.asarray(actions, np.int64)
   for e in sorted(sites):
     ps = np.asarray(sites[e], np.int64)
-    if not np.all(eligible[ps]):
-      continue
-    a = np.asarray(actions, np.int64)[ps]
+    a = acts[ps]
     major = 1 if 2 * int((a == 1).sum()) >= len(a) else 0
     flip = ps[a == major]
-    if len(flip) >= min_sites:
-      out.append((e, major, flip))
+    own = flip[np.asarray(eligible, bool)[flip]]
+    if len(own) >= min_sites and len(own) >= min_own_share * len(flip):
+      out.append(Group(e, major, flip, own))
   return out
 
 
 def choose(cands: list, k: int, rng) -> list:
   """Up to `k` of `cands`, drawn without replacement with chances in proportion to the
-  sites each would flip (a probe round's seed draws others next round)."""
+  probes each would make (a probe round's seed draws others next round)."""
   if k <= 0 or not cands:
     return []
-  w = np.asarray([len(c[2]) for c in cands], np.float64)
+  w = np.asarray([len(c.own) for c in cands], np.float64)
   idx = rng.choice(len(cands), size=min(k, len(cands)), replace=False, p=w / w.sum())
   return [cands[i] for i in sorted(int(i) for i in idx)]
 
 
 def probe_callees(module, problem, policy, chosen: list, base_total: float, score,
                   failures: list, compile_kw: dict) -> list:
-  """Runs in a probe worker after the greedy compile: one compile per chosen callee
-  (from `candidates`), the policy deciding everything else. `score(result)` is the
-  module's total score, `base_total` the greedy compile's. Returns, per compile that
-  succeeded, (callee, majority action, the positions flipped, the measured change D);
-  failed compiles are appended to `failures` and skipped."""
+  """Runs in a probe worker after the greedy compile: one compile per chosen Group, the
+  policy deciding everything else. `score(result)` is the module's total score,
+  `base_total` the greedy compile's. Returns [(Group, the measured change D)] of the
+  compiles that succeeded; failed ones are appended to `failures` and skipped."""
   from mlgo import env  # pylint: disable=import-outside-toplevel
   out = []
-  for callee, major, flip in chosen:
-    r = env.compile_module(module, problem, policy, extra_flags=force_flags(callee, major),
-                           **compile_kw)
+  for g in chosen:
+    r = env.compile_module(module, problem, policy,
+                           extra_flags=force_flags(g.callee, g.major), **compile_kw)
     if not r.ok:
-      failures.append(f"callee {callee}: {str(r.reason)[:160]}")
+      failures.append(f"callee {g.callee}: {str(r.reason)[:160]}")
       continue
-    out.append((callee, major, flip, score(r) - base_total))
+    out.append((g, score(r) - base_total))
   return out
 
 
@@ -108,22 +122,22 @@ def superseded(positions: np.ndarray, single_change: np.ndarray, measured: list)
   side they would teach the policy to flip some of the calls, the worst of both (one
   kept call keeps the body alive). The gain is the whole group's, so it labels them."""
   out = np.zeros(len(positions), bool)
-  for _, _, flip, d in measured:
+  for g, d in measured:
     if d < 0:
-      out |= np.isin(positions, flip) & (np.nan_to_num(single_change, nan=0.0) > 0)
+      out |= np.isin(positions, g.flip) & (np.nan_to_num(single_change, nan=0.0) > 0)
   return out
 
 
 def records(measured: list, rows: np.ndarray, actions: np.ndarray, alts: np.ndarray,
             margins: np.ndarray, base_total: float, key_base_of) -> dict:
-  """The probe arrays (rollouts' record keys) of `probe_callees`' results: one probe a
-  flipped site, credited D / (sites flipped). `key_base_of(p)`: the score of decision
-  p's key in the greedy compile."""
+  """The probe arrays (rollouts' record keys) of `probe_callees`' results: one probe at
+  each call the policy answered itself (Group.own), credited D / (all calls flipped).
+  `key_base_of(p)`: the score of decision p's key in the greedy compile."""
   pos, change, group = [], [], []
-  for g, (_, _, flip, d) in enumerate(measured):
-    pos += [int(p) for p in flip]
-    change += [d / len(flip)] * len(flip)
-    group += [g] * len(flip)
+  for k, (g, d) in enumerate(measured):
+    pos += [int(p) for p in g.own]
+    change += [d / len(g.flip)] * len(g.own)
+    group += [k] * len(g.own)
   pos = np.asarray(pos, np.int64)
   change = np.asarray(change, np.float64)
   key_base = np.asarray([key_base_of(int(p)) for p in pos], np.float64)

@@ -78,7 +78,8 @@ class ProbeStore:
                                          "decisions": r["decisions"],
                                          "probes": int(len(r["positions"])),
                                          "failures": len(r["failures"])}
-      if r.get("callees_measured"):   # [callee, majority action, calls, measured change]
+      # [callee, majority action, calls flipped, of them the policy's own, measured change]
+      if r.get("callees_measured"):
         self.index["done"][r["module"]]["callees"] = [list(c) for c in r["callees_measured"]]
     self.save()
     self.pending = []

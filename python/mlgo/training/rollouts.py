@@ -309,15 +309,15 @@ def probe_module(module, spec: dict, weights: dict, max_probes: int, random_frac
     # call alone does not: not trained on (mismatch), counted as superseded.
     over = callee_groups_lib.superseded(pos, sizes - base_total, callees_measured)
     probes["mismatch"] = mismatch | over
-    more = callee_groups_lib.records([g for g in callees_measured if g[3] < 0], feats,
+    more = callee_groups_lib.records([(g, d) for g, d in callees_measured if d < 0], feats,
                                      actions, alts, margins, base_total,
                                      lambda p: base_keys.get(keys[p], missing))
     probes = {k: np.concatenate([v, more[k]]) for k, v in probes.items()}
   return {**probes, "module": module.name, "language": getattr(module, "language", ""),
           "base_size": base_total, "decisions": n, "base_seconds": base_seconds,
           "groups_measured": groups_measured,
-          "callees_measured": [(c, int(a), len(f), float(d))
-                               for c, a, f, d in callees_measured],
+          "callees_measured": [(g.callee, int(g.major), len(g.flip), len(g.own), float(d))
+                               for g, d in callees_measured],
           "callee_compiles": callee_compiles,
           "callee_superseded": int(over.sum()) if callee_groups > 0 else 0,
           "anchor_features": feats[take], "anchor_actions": actions[take],

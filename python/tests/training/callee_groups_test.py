@@ -19,30 +19,46 @@ from mlgo.training import testing
 PROGRAM = pathlib.Path(__file__).parent / "callee_programs" / "buffers.c"
 
 
-def test_candidates_need_min_sites_all_eligible_and_take_the_majority():
-  callees = ["h", "h", "h", "g", "g", "g", "g", "k", "k", "k", "", "", "", "m", "m", "m"]
-  actions = np.array([1, 1, 1, 0, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1])
+def test_candidates_need_min_own_sites_and_take_the_majority():
+  callees = ["h", "h", "h", "g", "g", "g", "g", "k", "k", "k", "", "", "", "m", "m", "m",
+             "d", "d", "d", "d", "d"]
+  actions = np.array([1, 1, 1, 0, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1])
   eligible = np.ones(len(callees), bool)
-  eligible[8] = False     # one of k's calls is deferred: k is no candidate
+  eligible[8] = False      # one of k's calls is deferred: 2 of its own left, too few
+  eligible[[16, 17]] = False   # d: 3 of 5 its own, under 3/4
   got = callee_groups.candidates(callees, actions, eligible)
-  assert [(c, a, f.tolist()) for c, a, f in got] == [("g", 0, [3, 4, 6]), ("h", 1, [0, 1, 2])]
-  # m: 2 of 3 inlined, fewer than 3 answered the majority way; with min_sites=2 it is in.
-  assert [c for c, *_ in callee_groups.candidates(callees, actions, eligible, 2)] == \
+  assert [(c.callee, c.major, c.flip.tolist(), c.own.tolist()) for c in got] == \
+      [("g", 0, [3, 4, 6], [3, 4, 6]), ("h", 1, [0, 1, 2], [0, 1, 2])]
+  # m: 2 of 3 inlined, fewer than 3; with min_sites=2 it is in, k not (2 of its 3 calls
+  # its own, under 3/4); with a lower share k and d are in too, their deferred calls
+  # flipped but not probes.
+  assert [c.callee for c in callee_groups.candidates(callees, actions, eligible, 2)] == \
       ["g", "h", "m"]
+  assert [c.callee for c in callee_groups.candidates(callees, actions, eligible, 2, 0.5)] \
+      == ["d", "g", "h", "k", "m"]
+  d = [c for c in callee_groups.candidates(callees, actions, eligible, 3, 0.5)
+       if c.callee == "d"][0]
+  assert d.flip.tolist() == [16, 17, 18, 19, 20] and d.own.tolist() == [18, 19, 20]
   # A tie goes to inline (the case single flips miss), only those calls flip.
   tie = callee_groups.candidates(["t"] * 6, np.array([1, 0, 1, 0, 1, 0]), np.ones(6, bool))
-  assert [(c, a, f.tolist()) for c, a, f in tie] == [("t", 1, [0, 2, 4])]
+  assert [(c.callee, c.major, c.flip.tolist()) for c in tie] == [("t", 1, [0, 2, 4])]
   # More names than decisions (a trajectory without actions): only the decisions count.
   assert callee_groups.candidates(["x"] * 5, np.array([1, 1]), np.ones(2, bool)) == []
 
 
-def test_choose_draws_without_replacement_by_sites():
-  cands = [("a", 1, np.arange(3)), ("b", 1, np.arange(30)), ("c", 0, np.arange(3))]
+def _group(name, major, flip, own=None):
+  flip = np.asarray(flip, np.int64)
+  return callee_groups.Group(name, major, flip, flip if own is None else np.asarray(own))
+
+
+def test_choose_draws_without_replacement_by_own_calls():
+  cands = [_group("a", 1, range(3)), _group("b", 1, range(30)), _group("c", 0, range(3))]
   assert callee_groups.choose(cands, 0, np.random.default_rng(0)) == []
   assert callee_groups.choose([], 2, np.random.default_rng(0)) == []
-  assert [c for c, *_ in callee_groups.choose(cands, 5, np.random.default_rng(0))] == \
+  assert [c.callee for c in callee_groups.choose(cands, 5, np.random.default_rng(0))] == \
       ["a", "b", "c"]
-  firsts = [callee_groups.choose(cands, 1, np.random.default_rng(s))[0][0] for s in range(200)]
+  firsts = [callee_groups.choose(cands, 1, np.random.default_rng(s))[0].callee
+            for s in range(200)]
   assert firsts.count("b") > 150 and {"a", "c"} & set(firsts)
 
 
@@ -58,7 +74,8 @@ def test_force_flags_and_bad_names():
 def test_records_share_each_change_among_its_calls():
   rows = np.arange(20, dtype=np.float64).reshape(10, 2)
   actions = np.array([1, 1, 0, 1, 0, 0, 0, 1, 1, 1])
-  measured = [("h", 1, np.array([0, 1, 3]), -30.0), ("g", 0, np.array([4, 5]), 8.0)]
+  # h: four calls flipped, three of them the policy's own (9 was deferred).
+  measured = [(_group("h", 1, [0, 1, 3, 9], [0, 1, 3]), -40.0), (_group("g", 0, [4, 5]), 8.0)]
   r = callee_groups.records(measured, rows, actions, 1 - actions, np.linspace(-1, 1, 10),
                             1000.0, lambda p: 100.0 + p)
   assert r["positions"].tolist() == [0, 1, 3, 4, 5]
@@ -75,10 +92,10 @@ def test_records_share_each_change_among_its_calls():
 def test_a_gaining_callee_flip_overrules_single_flips_that_disagree():
   pos = np.array([0, 1, 2, 3, 5])
   single = np.array([4.0, -2.0, np.nan, 6.0, 3.0])
-  gained = [("h", 1, np.array([0, 1, 2, 3]), -40.0)]
+  gained = [(_group("h", 1, [0, 1, 2, 3]), -40.0)]
   assert callee_groups.superseded(pos, single, gained).tolist() == \
       [True, False, False, True, False]
-  lost = [("h", 1, np.array([0, 1, 2, 3]), 40.0)]   # a flip that did not gain: no effect
+  lost = [(_group("h", 1, [0, 1, 2, 3]), 40.0)]   # a flip that did not gain: no effect
   assert not callee_groups.superseded(pos, single, lost).any()
   assert callee_groups.superseded(pos[:0], single[:0], gained).tolist() == []
 
@@ -128,12 +145,13 @@ def test_callee_flips_are_measured_compiles(probed):
   assert sorted(c for c, *_ in flips) == want and len(want) >= 3
   assert stats["callee_compiles"] == len(want)
   assert stats["compiles"] == plain["compiles"] + len(want)
-  assert stats["callee_change"] == pytest.approx(sum(d for *_, d in flips))
-  gains = [f for f in flips if f[3] < 0]
+  assert stats["callee_change"] == pytest.approx(sum(f[-1] for f in flips))
+  gains = [f for f in flips if f[-1] < 0]
   assert stats["callee_better"] == len(gains) >= 1 and len(gains) < len(flips)
-  for callee, major, calls, d in flips:
+  for callee, major, calls, own, d in flips:
     pos = [p for p, e in enumerate(callees) if e == callee]
-    assert calls == len(pos) and all(actions[p] == major for p in pos)
+    # The shipped policy defers nothing: all its calls are its own.
+    assert calls == own == len(pos) and all(actions[p] == major for p in pos)
     # A fresh compile with the callee forced the other way: the recorded change, and
     # none of its calls reaches the policy.
     forced = env.compile_module(module, problem, greedy, annotator=ann,
@@ -145,7 +163,7 @@ def test_callee_flips_are_measured_compiles(probed):
   g = sh["probe_group"]
   assert sorted(set(g[g > 0].tolist())) == list(range(1, len(gains) + 1))
   assert stats["callee_probes"] == int((g > 0).sum()) == sum(f[2] for f in gains)
-  for callee, major, calls, d in gains:
+  for callee, major, calls, _, d in gains:
     at = np.isin(sh["positions"], [p for p, e in enumerate(callees) if e == callee]) & (g > 0)
     assert int(at.sum()) == calls
     np.testing.assert_allclose(sh["probe_sizes"][at], total + d / calls)
