@@ -88,13 +88,21 @@ def candidates(callees, actions, eligible, min_sites: int = MIN_SITES,
 
 
 def choose(cands: list, k: int, rng) -> list:
-  """Up to `k` of `cands`, drawn without replacement with chances in proportion to the
-  probes each would make (a probe round's seed draws others next round)."""
-  if k <= 0 or not cands:
-    return []
-  w = np.asarray([len(c.own) for c in cands], np.float64)
-  idx = rng.choice(len(cands), size=min(k, len(cands)), replace=False, p=w / w.sum())
-  return [cands[i] for i in sorted(int(i) for i in idx)]
+  """Up to `k` of `cands`: first those the policy inlines (to be kept), then those it
+  keeps, each kind drawn without replacement with chances in proportion to the probes
+  each would make (a probe round's seed draws others next round). Inlined ones first:
+  on 300 training modules with C30's K (stop 104), 17 of 52 such flips gained against
+  5 of 80 of the others."""
+  out = []
+  for major in (1, 0):
+    kind = [c for c in cands if c.major == major]
+    n = min(k - len(out), len(kind))
+    if n <= 0:
+      continue
+    w = np.asarray([len(c.own) for c in kind], np.float64)
+    idx = rng.choice(len(kind), size=n, replace=False, p=w / w.sum())
+    out += [kind[i] for i in sorted(int(i) for i in idx)]
+  return out
 
 
 def probe_callees(module, problem, policy, chosen: list, base_total: float, score,

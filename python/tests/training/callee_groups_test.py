@@ -51,15 +51,20 @@ def _group(name, major, flip, own=None):
   return callee_groups.Group(name, major, flip, flip if own is None else np.asarray(own))
 
 
-def test_choose_draws_without_replacement_by_own_calls():
-  cands = [_group("a", 1, range(3)), _group("b", 1, range(30)), _group("c", 0, range(3))]
+def test_choose_draws_inlined_callees_first_by_own_calls():
+  cands = [_group("a", 1, range(3)), _group("b", 1, range(30)), _group("c", 0, range(90)),
+           _group("e", 1, range(3))]
   assert callee_groups.choose(cands, 0, np.random.default_rng(0)) == []
   assert callee_groups.choose([], 2, np.random.default_rng(0)) == []
   assert [c.callee for c in callee_groups.choose(cands, 5, np.random.default_rng(0))] == \
-      ["a", "b", "c"]
+      ["a", "b", "e", "c"]
+  # Three inlined callees: a kept one (c, however many calls) only after them.
+  assert all(c.major == 1 for s in range(50)
+             for c in callee_groups.choose(cands, 3, np.random.default_rng(s)))
+  assert callee_groups.choose(cands[2:3], 2, np.random.default_rng(0))[0].callee == "c"
   firsts = [callee_groups.choose(cands, 1, np.random.default_rng(s))[0].callee
             for s in range(200)]
-  assert firsts.count("b") > 150 and {"a", "c"} & set(firsts)
+  assert firsts.count("b") > 150 and {"a", "e"} & set(firsts) and "c" not in firsts
 
 
 def test_force_flags_and_bad_names():
