@@ -14,8 +14,8 @@ the calls to one callee, which the compiler is told to treat the other way: LLVM
 `-force-attribute=NAME:noinline` (the policy inlined most of its calls) or
 `NAME:alwaysinline` (it kept most of them). Those calls then never reach the policy;
 the module's measured score change D is the effect of answering them all otherwise.
-Each call site the policy had answered the majority way becomes a probe with score
-change D / (their number): the labels all say the same thing, and the group weighs in
+Each of the flipped calls that the policy answered itself becomes a probe with score
+change D / (calls flipped): the labels all say the same thing, and the group weighs in
 fine-tuning about as much as its bytes (a probe's weight grows with its change).
 
 Only flips that gained become probes. A flip that lost says that not all of the calls
