@@ -1,8 +1,9 @@
 """Callee probes (mlgo.training.callee_groups): every call to one callee flipped in one
 compile, on hand-made inputs and on real clang-22 compiles of a small C module with the
-shipped inlining policy. A probe's stored change is the measured change of a compile
-made with LLVM's -force-attribute, shared by the calls it flipped; those calls are the
-greedy compile's calls to that callee; fine-tuning reads them with the right labels."""
+shipped inlining policy. Every callee flip's recorded change is the measured change of a
+compile made with LLVM's -force-attribute; a flip that gained is stored as probes at the
+greedy compile's calls to that callee, sharing the change; fine-tuning reads them with the
+flipped answer as label."""
 import pathlib
 
 import numpy as np
