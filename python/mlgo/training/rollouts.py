@@ -425,9 +425,10 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   if callee_groups and credit_kind != "function_size":
     raise ValueError("callee probes (callee_groups > 0) find each call's callee through "
                      "the function_size credit; pass credit_kind='function_size'")
-  if callee_groups and not problems_lib.get_problem(policy.problem).name.startswith("inlining"):
+  problem = problems_lib.get_problem(policy.problem)
+  if callee_groups and not problem.name.startswith("inlining"):
     raise ValueError(f"callee probes are for inlining, not {policy.problem!r}")
-  if problems_lib.get_problem(policy.problem).probe_alternative is None:
+  if problem.probe_alternative is None:
     raise ValueError(f"{policy_dir}: problem {policy.problem!r} has no rollout probes "
                      f"(no alternative action to try; mlgo.problems.base.Problem)")
   # llc problems compile the corpus' prepared (optimized-once) modules.
@@ -437,7 +438,7 @@ def probe_corpus(corpus_dir, policy_dir, output, *, split: str = "train",
   if credit_model or credit_kind == "function_size":
     from mlgo import credit  # pylint: disable=import-outside-toplevel
     annotator = credit.make_annotator(credit_kind, credit_model or "",
-                                      problems_lib.get_problem(policy.problem))
+                                      problem)
   modules = work.select_modules(corpus, split)
   if not modules:
     raise ValueError(f"{corpus_dir}: no modules in split {split!r}")
